@@ -1,0 +1,219 @@
+"""The project's abilities (and the skill names they may use): discovered, cached by mtime, checked as a whole.
+
+A broken file never hides the others; files changed on disk are picked up at the next look without a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import Diagnostic, UnknownName, did_you_mean
+from .loader import Definition, load_definition
+from .models import SkillStep, WorkflowStep
+from .project import Project
+
+# Nested ability folders deeper than this are not searched (DESIGN §2).
+MAX_ABILITY_DEPTH = 3
+# A workflow step may start a child run this many levels deep at most.
+MAX_NESTING = 5
+SKIPPED_FOLDERS = {".git", "node_modules", "__pycache__"}
+ABILITY_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class FileDiagnostics:
+    """One file the server loads and what is wrong with it."""
+
+    kind: str  # "ability" | "skill" | "workflows"
+    name: str
+    path: Path
+    diagnostics: list[Diagnostic]
+
+
+class Catalog:
+    """Every ability the project can run, re-read when its files change."""
+
+    def __init__(self, project: Project):
+        self.project = project
+        self._cache: dict[Path, tuple[tuple[int, int], Definition]] = {}
+        self._fingerprint: tuple | None = None
+        self.definitions: list[Definition] = []
+        self.winners: dict[str, Definition] = {}
+        self.skills: dict[str, Path] = {}
+        self.problems: dict[Path, list[Diagnostic]] = {}
+
+    def refresh(self) -> Catalog:
+        """Re-scan the folders; re-parse only files whose size or mtime changed."""
+        found = list(discover_ability_files(self.project))
+        skills = discover_skills(self.project)
+        fingerprint = tuple((p, _stamp(p)) for p, _, _ in found) + tuple(sorted(skills.items()))
+        if fingerprint == self._fingerprint:
+            return self
+        self.definitions = [self._load(path, name, scope) for path, name, scope in found]
+        self.skills = skills
+        self._check_project()
+        self._fingerprint = fingerprint
+        return self
+
+    def _load(self, path: Path, name: str, scope: str) -> Definition:
+        stamp = _stamp(path)
+        cached = self._cache.get(path)
+        if cached and cached[0] == stamp:
+            return cached[1]
+        definition = load_definition(path, name, scope)
+        self._cache[path] = (stamp, definition)
+        return definition
+
+    def diagnostics(self, definition: Definition) -> list[Diagnostic]:
+        """File-level and project-level problems of one definition."""
+        return definition.diagnostics + self.problems.get(definition.path, [])
+
+    def is_valid(self, definition: Definition) -> bool:
+        return definition.ability is not None and not self.diagnostics(definition)
+
+    def get(self, name: str) -> Definition:
+        """The definition that answers to a name; raises UnknownName with a did-you-mean."""
+        self.refresh()
+        if name not in self.winners:
+            raise UnknownName("ability", name, self.winners)
+        return self.winners[name]
+
+    def files(self) -> list[FileDiagnostics]:
+        """Every file the server loads, with its problems (abilities and workflows.json)."""
+        out = [FileDiagnostics("ability", d.name, d.path, self.diagnostics(d)) for d in self.definitions]
+        if (wf := workflows_problems(self.project.workflows_file)) is not None:
+            out.append(wf)
+        return out
+
+    def _check_project(self) -> None:
+        self.problems = {}
+        self.winners = {}
+        for scope in ("project", "user"):
+            by_name: dict[str, list[Definition]] = {}
+            for d in self.definitions:
+                if d.scope == scope:
+                    by_name.setdefault(d.name, []).append(d)
+            for name, defs in by_name.items():
+                self._place(name, defs)
+        for d in self.winners.values():
+            if d.ability is not None:
+                self._check_references(d)
+        self._check_recursion()
+
+    def _place(self, name: str, defs: list[Definition]) -> None:
+        if len(defs) > 1:
+            files = ", ".join(str(d.path) for d in defs)
+            for d in defs:
+                self._add(d, "name", f"ability name {name!r} is defined twice in one scope ({files}); rename one")
+        self.winners.setdefault(name, defs[0])
+
+    def _check_references(self, d: Definition) -> None:
+        assert d.ability is not None
+        for i, step in enumerate(d.ability.steps):
+            if isinstance(step, WorkflowStep) and step.workflow not in self.winners:
+                close = did_you_mean(step.workflow, self.winners)
+                hint = f"did you mean {close!r}?" if close else "add it under abilities/"
+                self._add(d, f"steps[{i}].workflow", f"unknown ability {step.workflow!r}; {hint}")
+            if isinstance(step, SkillStep) and step.skill not in self.skills:
+                close = did_you_mean(step.skill, self.skills)
+                hint = f"did you mean {close!r}?" if close else "add skills/<name>/SKILL.md"
+                self._add(d, f"steps[{i}].skill", f"unknown skill {step.skill!r}; {hint}")
+
+    def _check_recursion(self) -> None:
+        for name, d in self.winners.items():
+            chain = self._deepest_chain(name, [])
+            if chain and chain[-1] in chain[:-1]:
+                self._add(d, "steps", f"abilities run each other in a loop {' → '.join(chain)}; break the loop")
+            elif chain and len(chain) > MAX_NESTING + 1:
+                self._add(d, "steps", f"workflow steps nest {len(chain) - 1} deep ({' → '.join(chain)}); "
+                          f"the limit is {MAX_NESTING}")
+
+    def _deepest_chain(self, name: str, path: list[str]) -> list[str]:
+        """The longest chain of workflow steps from an ability, stopping at the first repeat."""
+        if name in path:
+            return path + [name]
+        d = self.winners.get(name)
+        children = [s.workflow for s in d.ability.steps if isinstance(s, WorkflowStep)] if d and d.ability else []
+        best = path + [name]
+        for child in children:
+            chain = self._deepest_chain(child, path + [name])
+            if chain[-1] in chain[:-1]:
+                return chain
+            best = max(best, chain, key=len)
+        return best
+
+    def _add(self, d: Definition, path: str, message: str) -> None:
+        self.problems.setdefault(d.path, []).append(Diagnostic(str(d.path), path, message))
+
+
+def discover_ability_files(project: Project) -> Iterator[tuple[Path, str, str]]:
+    """(file, derived name, scope) for every ability file, project folders first."""
+    seen: set[Path] = set()
+    for folder, scope in project.ability_dirs():
+        real = folder.resolve() if folder.is_dir() else None
+        if real is None or real in seen:
+            continue
+        seen.add(real)
+        for path in sorted(_walk(folder, 0)):
+            yield path, derive_name(path.relative_to(folder)), scope
+
+
+def _walk(folder: Path, depth: int) -> Iterator[Path]:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir():
+            if depth < MAX_ABILITY_DEPTH and not entry.name.startswith(".") and entry.name not in SKIPPED_FOLDERS:
+                yield from _walk(Path(entry.path), depth + 1)
+        elif entry.name.endswith(ABILITY_SUFFIXES) and not entry.name.startswith("."):
+            yield Path(entry.path)
+
+
+def derive_name(relative: Path) -> str:
+    """`test.yaml` → test; `deploy/production/ability.yaml` → deploy/production; `deploy/rollback.yml` → deploy/rollback."""
+    parts = list(relative.with_suffix("").parts)
+    if parts[-1] == "ability" and len(parts) > 1:
+        parts.pop()
+    return "/".join(parts)
+
+
+def discover_skills(project: Project) -> dict[str, Path]:
+    """Skill name → folder, for every folder holding SKILL.md; project before user, first found wins."""
+    skills: dict[str, Path] = {}
+    for folder, _scope in project.skill_dirs():
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "SKILL.md")):
+                skills.setdefault(entry.name, Path(entry.path))
+    return skills
+
+
+def workflows_problems(path: Path) -> FileDiagnostics | None:
+    """workflows.json must at least be a JSON object (its full format comes with the workflows feature)."""
+    if not path.exists():
+        return None
+    diagnostics = []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            diagnostics.append(Diagnostic(str(path), "", "workflows.json must be a JSON object keyed by workflow name"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        diagnostics.append(Diagnostic(str(path), "", f"not valid JSON: {exc}; fix the syntax there"))
+    return FileDiagnostics("workflows", "workflows.json", path, diagnostics)
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, 0)
+    return (st.st_mtime_ns, st.st_size)

@@ -1,0 +1,196 @@
+"""The `abilities-mcp` command. `serve` is the whole program in three lines: find the project, build the server,
+run it over stdio. The other commands read the same files and the same state for a person at a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from .project import Project
+
+log = logging.getLogger("abilities_mcp")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    project = Project.resolve(args.root, args.state_dir)
+    return COMMANDS[args.command or "serve"](project, args)
+
+
+def serve(project: Project, args: argparse.Namespace) -> int:
+    """Run the MCP server over stdio until the client hangs up or a signal arrives."""
+    import anyio
+
+    from .server import create_server
+
+    server = create_server(project)
+
+    async def run() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_signal, tg.cancel_scope)
+            await server.run_stdio_async()
+            tg.cancel_scope.cancel()
+
+    anyio.run(run)
+    return 0
+
+
+async def _cancel_on_signal(scope) -> None:
+    import anyio
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            log.info("received %s; stopping runs and exiting", signal.Signals(signum).name)
+            scope.cancel()
+            return
+
+
+def validate(project: Project, args: argparse.Namespace) -> int:
+    """Print every problem in the project's files; exit 1 if there is any."""
+    from .catalog import Catalog
+    from .errors import UnknownName
+    from .views import validation_report
+
+    catalog = Catalog(project).refresh()
+    try:
+        for name in args.names:
+            catalog.get(name)
+    except UnknownName as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    reports = [r for name in (args.names or [None]) for r in validation_report(catalog, name).files]
+    if args.json:
+        print(json.dumps({"valid": all(r.valid for r in reports), "files": [r.model_dump() for r in reports]}, indent=2))
+    else:
+        for r in reports:
+            print(f"{'ok   ' if r.valid else 'ERROR'} {r.kind:9} {r.name}  ({r.path})")
+            for e in r.errors:
+                print(f"      {e.path or '(file)'}: {e.message}")
+        bad = sum(not r.valid for r in reports)
+        print(f"\n{len(reports)} file(s) checked, {bad} with errors." if reports else "No ability files found.")
+    return 1 if any(not r.valid for r in reports) else 0
+
+
+def list_abilities(project: Project, args: argparse.Namespace) -> int:
+    """Print the abilities the server would offer."""
+    from .catalog import Catalog
+    from .views import ability_info
+
+    catalog = Catalog(project).refresh()
+    infos = sorted((ability_info(catalog, d) for d in catalog.winners.values()), key=lambda a: a.name)
+    if args.json:
+        print(json.dumps([i.model_dump() for i in infos], indent=2))
+        return 0
+    for info in infos:
+        flag = "" if info.valid else "  [invalid: run `abilities-mcp validate`]"
+        print(f"{info.name:28} {info.description or ''}{flag}")
+        for name, spec in info.inputs.items():
+            extra = " (required)" if spec.required else f" (default {spec.default!r})" if spec.default is not None else ""
+            print(f"{'':30}-i {name}=<{spec.type}>{extra}")
+    if not infos:
+        print(f"No abilities under {project.root / 'abilities'}.")
+    return 0
+
+
+def run(project: Project, args: argparse.Namespace) -> int:
+    """Run an ability in this terminal with live progress."""
+    import anyio
+
+    from .terminal import run_in_terminal
+
+    inputs = {}
+    for item in args.input:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"-i takes key=value, got {item!r}", file=sys.stderr)
+            return 2
+        inputs[key] = value
+    return anyio.run(run_in_terminal, project, args.name, inputs)
+
+
+def status(project: Project, args: argparse.Namespace) -> int:
+    """Print one run (default: the newest)."""
+    from .store import Store
+    from .terminal import print_run
+    from .views import run_view
+
+    store = Store(project.state_db)
+    record = store.get_run(args.run_id) if args.run_id else next(iter(store.runs(limit=1)), None)
+    if record is None:
+        print(f"No run {args.run_id!r}." if args.run_id else "No runs yet.", file=sys.stderr)
+        return 1
+    view = run_view(record)
+    print(view.model_dump_json(indent=2) if args.json else print_run(view))
+    return 0
+
+
+def history(project: Project, args: argparse.Namespace) -> int:
+    """Print recent runs, newest first."""
+    from .store import Store
+    from .views import history_view
+
+    for r in history_view(Store(project.state_db).runs(limit=args.limit)).runs:
+        print(f"{r.run_id}  {r.status:12} {r.ability:28} {r.started_at}  {r.finished_at or ''}")
+    return 0
+
+
+def schema(project: Project, args: argparse.Namespace) -> int:
+    """Print the JSON Schema of the ability format, for editors."""
+    from .models import Ability
+
+    document = {"$schema": "https://json-schema.org/draft/2020-12/schema", **Ability.model_json_schema(by_alias=True)}
+    print(json.dumps(document, indent=2))
+    return 0
+
+
+COMMANDS = {
+    "serve": serve,
+    "validate": validate,
+    "list": list_abilities,
+    "run": run,
+    "status": status,
+    "history": history,
+    "schema": schema,
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="abilities-mcp", parents=[_common(None, None, "warning")],
+        description="MCP stdio server for enforceable agent workflows (no command: serve).",
+    )
+    sub = parser.add_subparsers(dest="command")
+    # Options may come before or after the command; after it they must not reset what came before.
+    common = _common(argparse.SUPPRESS, argparse.SUPPRESS, argparse.SUPPRESS)
+    sub.add_parser("serve", parents=[common], help="run the MCP server over stdio (the default)")
+    p = sub.add_parser("validate", parents=[common], help="check abilities and workflows.json; exit 1 on errors")
+    p.add_argument("names", nargs="*", metavar="NAME")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("list", parents=[common], help="list abilities")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("run", parents=[common], help="run an ability in this terminal")
+    p.add_argument("name")
+    p.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE")
+    p = sub.add_parser("status", parents=[common], help="show a run (default: the newest)")
+    p.add_argument("run_id", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("history", parents=[common], help="list recent runs")
+    p.add_argument("--limit", type=int, default=20)
+    p = sub.add_parser("schema", parents=[common], help="print a JSON Schema for editors")
+    p.add_argument("kind", choices=["ability"])
+    return parser
+
+
+def _common(root, state_dir, log_level) -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", default=root, help="project root (default: $ABILITIES_ROOT, $CLAUDE_PROJECT_DIR, cwd)")
+    common.add_argument("--state-dir", default=state_dir, help="state directory (default: ROOT/.abilities)")
+    common.add_argument("--log-level", default=log_level, choices=["debug", "info", "warning", "error"])
+    return common

@@ -1,0 +1,95 @@
+"""Errors, split by who must act.
+
+* AbilitiesError
+  x Diagnostic        one problem in one file: file + field path + message with the fix (the author acts)
+  x DefinitionError   a file that cannot be used; carries its Diagnostics (the author acts)
+  x InputError        inputs given to a run break the ability's declared inputs (the caller acts)
+  x Refused           an out-of-step call: rule, state and the legal next calls (the model acts)
+  x UnknownName       an ability or run that does not exist, with a did-you-mean (the caller acts)
+
+Bugs are not caught: they propagate and are logged.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class AbilitiesError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem in one file: where it is and how to fix it."""
+
+    file: str
+    path: str  # field path inside the file, e.g. "steps[2].needs[0]"; "" for the whole file
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.path}" if self.path else self.file
+        return f"{where}: {self.message}"
+
+
+class DefinitionError(AbilitiesError):
+    """A definition file that cannot be used, with every problem found in it."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = diagnostics
+        super().__init__("\n".join(str(d) for d in diagnostics))
+
+
+class InputError(AbilitiesError):
+    """Run inputs that do not fit the ability's declared inputs."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("Invalid inputs: " + "; ".join(problems))
+
+
+@dataclass
+class NextCall:
+    """A tool call the caller may legally make next."""
+
+    tool: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def render(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
+        return f"{self.tool}({args})"
+
+
+class Refused(AbilitiesError):
+    """An out-of-step call: names the rule, the state and the legal next calls."""
+
+    def __init__(self, rule: str, state: str, next_calls: Iterable[NextCall] = ()):
+        self.rule = rule
+        self.state = state
+        self.next_calls = list(next_calls)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        text = f"Refused: {self.rule} (state: {self.state})."
+        if self.next_calls:
+            text += " Legal next call(s): " + "; ".join(c.render() for c in self.next_calls) + "."
+        return text
+
+
+class UnknownName(AbilitiesError):
+    """A name that matches nothing, with the closest known names."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str]):
+        self.kind, self.name = kind, name
+        close = did_you_mean(name, known)
+        hint = f" Did you mean {close!r}?" if close else ""
+        super().__init__(f"Unknown {kind} {name!r}.{hint}")
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
+    """The closest candidate to a mistyped word, or None when nothing is close."""
+    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return found[0] if found else None

@@ -1,0 +1,201 @@
+"""Loading one ability file, in layers: file → text → dict → model → checks. Never raises for a bad file."""
+
+from __future__ import annotations
+
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .checks import check_ability
+from .errors import Diagnostic, did_you_mean
+from .models import ABILITY_NAME, Ability, ApprovalStep, AgentStep, ScriptStep, SkillStep, WorkflowStep
+
+STEP_MODELS: dict[str, type[BaseModel]] = {
+    "script": ScriptStep,
+    "agent": AgentStep,
+    "skill": SkillStep,
+    "approval": ApprovalStep,
+    "workflow": WorkflowStep,
+}
+# An ability file larger than this is refused unread: nobody writes a 1 MiB workflow by hand.
+MAX_FILE_BYTES = 1024 * 1024
+
+
+@dataclass
+class Definition:
+    """One ability file as loaded: the model when it is sound, the diagnostics when it is not."""
+
+    name: str
+    path: Path
+    scope: str  # "project" or "user"
+    ability: Ability | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return self.ability is not None and not self.diagnostics
+
+
+def load_definition(path: Path, derived_name: str, scope: str) -> Definition:
+    """Load one file; every problem becomes a Diagnostic naming the file and field."""
+    shown = str(path)
+    data, problems = _read_yaml(path)
+    name = derived_name
+    if isinstance(data, dict) and isinstance(data.get("name"), str):
+        name = data["name"]
+    if problems:
+        return Definition(name, path, scope, None, [Diagnostic(shown, p, m) for p, m in problems])
+    try:
+        ability = Ability.model_validate(data)
+    except ValidationError as exc:
+        return Definition(name, path, scope, None, [Diagnostic(shown, p, m) for p, m in explain(exc)])
+    problems = check_ability(ability)
+    if ability.name is None and not re.match(ABILITY_NAME, derived_name):
+        problems.insert(0, ("name", f"the file's path gives the name {derived_name!r}, which is not a valid ability "
+                                    "name; rename the file (lowercase letters, digits, - _) or set name:"))
+    return Definition(name, path, scope, ability, [Diagnostic(shown, p, m) for p, m in problems])
+
+
+def _read_yaml(path: Path) -> tuple[Any, list[tuple[str, str]]]:
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return None, [("", f"file is larger than {MAX_FILE_BYTES} bytes; split the ability")]
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [("", f"cannot read the file: {exc}")]
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        return None, [("", _yaml_message(exc))]
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        return None, [("", f"the file is {kind}; an ability is a mapping with description: and steps:")]
+    return data, []
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc)
+    return f"YAML does not parse{where}: {problem}; check the indentation and quoting there"
+
+
+class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """Safe YAML that refuses a key written twice (the second would silently win)."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is written twice; keep one", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def explain(exc: ValidationError) -> list[tuple[str, str]]:
+    """Pydantic errors as (field path, message with the fix)."""
+    seen, out = set(), []
+    for err in exc.errors():
+        item = (_format_loc(err["loc"]), _message(err))
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out
+
+
+def _format_loc(loc: tuple) -> str:
+    text = ""
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _is_step_tag(loc, i) or part == "[key]":
+            continue
+        else:
+            text += ("." if text else "") + str(part)
+    return text
+
+
+def _is_step_tag(loc: tuple, i: int) -> bool:
+    return i >= 2 and loc[i] in STEP_MODELS and isinstance(loc[i - 1], int) and loc[i - 2] == "steps"
+
+
+def _message(err: dict) -> str:
+    kind, loc = err["type"], err["loc"]
+    key = loc[-1] if loc else ""
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        close = did_you_mean(str(key), allowed)
+        hint = f"did you mean {close!r}?" if close else f"allowed keys: {', '.join(sorted(allowed))}"
+        return f"unknown key {key!r}; {hint}"
+    if kind == "missing":
+        return f"missing required key {key!r}; add it"
+    if kind == "union_tag_not_found":
+        return f"step has no type; add type: {' | '.join(STEP_MODELS)}"
+    if kind == "union_tag_invalid":
+        tag = str(err["ctx"].get("tag", ""))
+        close = did_you_mean(tag, STEP_MODELS)
+        hint = f"did you mean {close!r}? " if close else ""
+        return f"unknown step type {tag!r}; {hint}use one of {', '.join(STEP_MODELS)}"
+    if kind == "string_pattern_mismatch":
+        return f"{err['input']!r} {_pattern_rule(loc)}"
+    if kind == "literal_error":
+        close = did_you_mean(str(err["input"]), _literal_choices(err))
+        hint = f"did you mean {close!r}? " if close else ""
+        return f"{err['input']!r} is not allowed; {hint}{err['msg'].replace('Input should be', 'use')}"
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{msg} (got {err['input']!r})" if kind != "value_error" else msg
+
+
+def _pattern_rule(loc: tuple) -> str:
+    if loc and loc[-1] == "[key]":
+        return "is not an input name; use letters, digits, _ and - (starting with a letter or _)"
+    if loc and loc[-1] == "id":
+        return "is not a step id; use lowercase letters, digits, - and _"
+    return "is not an ability name; use lowercase letters, digits, - _ and / between parts"
+
+
+def _literal_choices(err: dict) -> list[str]:
+    expected = str(err.get("ctx", {}).get("expected", ""))
+    return [part.strip(" '") for part in expected.replace(" or ", ",").split(",") if part.strip(" '")]
+
+
+def _allowed_keys(loc: tuple) -> set[str]:
+    model = _model_at(loc)
+    keys = set()
+    for name, info in model.model_fields.items():
+        keys.add(info.alias or name)
+    return keys
+
+
+def _model_at(loc: tuple) -> type[BaseModel]:
+    """The model class that holds the keys at a pydantic error location."""
+    model: type[BaseModel] = Ability
+    for i, part in enumerate(loc):
+        if isinstance(part, int) or part == "[key]":
+            continue
+        if _is_step_tag(loc, i):
+            model = STEP_MODELS[part]
+            continue
+        info = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if info is not None:
+            model = _inner_model(info.annotation) or model
+    return model
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    found = [m for arg in typing.get_args(annotation) if (m := _inner_model(arg))]
+    return found[0] if len(found) == 1 else None

@@ -1,0 +1,192 @@
+"""Running one shell command as a step: own process group, bounded capture, and nothing left behind.
+
+Whatever ends the step (its exit, its timeout, a cancel, the server stopping), the whole process group is sent
+SIGTERM, then SIGKILL after a grace, so a background grandchild cannot outlive it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from anyio.abc import ByteReceiveStream
+
+# Grace between SIGTERM and SIGKILL for a step's process group.
+KILL_GRACE_SECONDS = 2.0
+# Bytes kept of each stream: the head and the tail (DESIGN §3 hands out up to 40,000 characters per step).
+HEAD_BYTES = 24 * 1024
+TAIL_BYTES = 24 * 1024
+# How long to wait for the pipes to close once the group is dead (a process that escaped the group may hold them).
+DRAIN_SECONDS = 2.0
+# Marks every step process's environment, so recovery can tell our leftovers from strangers with a reused pgid.
+MARKER_VAR = "ABILITIES_MCP_STEP"
+
+
+class Capture:
+    """A stream's first and last bytes and its total size, in bounded memory whatever the volume."""
+
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES):
+        self.head_limit, self.tail_limit = head, tail
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.tail_limit:  # trim in batches, not per chunk
+                del self.tail[: len(self.tail) - self.tail_limit]
+
+    def text(self) -> str:
+        """Head and tail, with the size of what was left out in between."""
+        tail = bytes(self.tail[-self.tail_limit :]) if self.tail else b""
+        dropped = self.total - len(self.head) - len(tail)
+        if dropped <= 0:
+            return (bytes(self.head) + tail).decode("utf-8", "replace")
+        head = bytes(self.head).decode("utf-8", "replace")
+        return f"{head}\n[{dropped} bytes truncated of {self.total}]\n{tail.decode('utf-8', 'replace')}"
+
+
+@dataclass
+class ScriptResult:
+    """What one attempt of a script step produced."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    stdout_bytes: int
+    stderr_bytes: int
+    duration_ms: int
+    timed_out: bool
+
+
+async def run_script(
+    command: str,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    on_start: Callable[[int], None] = lambda pgid: None,
+) -> ScriptResult:
+    """Run `sh -c command` in its own process group; cancellation kills the group before it propagates."""
+    started = time.monotonic()
+    process = await anyio.open_process(
+        ["sh", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=cwd, env=env, start_new_session=True,
+    )
+    pgid = process.pid  # start_new_session makes the shell its group's leader
+    on_start(pgid)
+    out, err = Capture(), Capture()
+    eof = (anyio.Event(), anyio.Event())
+    timed_out = False
+    try:
+        async with anyio.create_task_group() as readers:
+            readers.start_soon(_pump, process.stdout, out, eof[0])
+            readers.start_soon(_pump, process.stderr, err, eof[1])
+            with anyio.move_on_after(timeout) as deadline:
+                await process.wait()
+            timed_out = deadline.cancelled_caught
+            with anyio.CancelScope(shield=True):
+                await kill_group(pgid, process)
+                with anyio.move_on_after(DRAIN_SECONDS):
+                    for event in eof:
+                        await event.wait()
+            readers.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await kill_group(pgid, process)
+            await process.aclose()
+    return ScriptResult(
+        exit_code=process.returncode, stdout=out.text(), stderr=err.text(), stdout_bytes=out.total,
+        stderr_bytes=err.total, duration_ms=round((time.monotonic() - started) * 1000), timed_out=timed_out,
+    )
+
+
+async def _pump(stream: ByteReceiveStream | None, capture: Capture, eof: anyio.Event) -> None:
+    try:
+        if stream is not None:
+            async for chunk in stream:
+                capture.feed(chunk)
+    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    finally:
+        eof.set()
+
+
+async def kill_group(pgid: int, process=None) -> None:
+    """SIGTERM the whole group, then SIGKILL whatever is left after the grace."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    with anyio.move_on_after(KILL_GRACE_SECONDS):
+        while group_alive(pgid):
+            if process is not None and process.returncode is None:
+                with anyio.move_on_after(0.02):
+                    await process.wait()
+            else:
+                await anyio.sleep(0.02)
+        return
+    _signal_group(pgid, signal.SIGKILL)
+    if process is not None and process.returncode is None:
+        await process.wait()
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still exists (zombies of other parents count as gone)."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return any(_in_group(pid, pgid) for pid in _pids()) if os.path.isdir("/proc") else True
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _in_group(pid: int, pgid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != b"Z" and int(fields[2]) == pgid
+
+
+def kill_leftovers(pgid: int, marker: str) -> bool:
+    """Kill a dead server's step group, only if its processes carry our marker; True if any were killed."""
+    killed = False
+    for pid in _pids():
+        if _in_group(pid, pgid) and _has_marker(pid, marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+def _has_marker(pid: int, marker: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return f"{MARKER_VAR}={marker}".encode() in fh.read().split(b"\0")
+    except OSError:
+        return False

@@ -1,0 +1,229 @@
+"""Durable run state in one SQLite file (WAL), shared safely by the server, the CLI and the hook.
+
+Every write commits before the method returns: a crash loses nothing that was reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# How long a writer waits for another process's lock before giving up.
+BUSY_TIMEOUT_MS = 10_000
+# History kept by default (DESIGN §4): the newest runs and the last days.
+DEFAULT_HISTORY_RUNS = 500
+DEFAULT_HISTORY_DAYS = 30.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, ability TEXT NOT NULL, session_id TEXT NOT NULL, status TEXT NOT NULL,
+    enforcement TEXT NOT NULL, definition TEXT NOT NULL, source_path TEXT, inputs TEXT NOT NULL,
+    parent_run TEXT, error TEXT, owner_pid INTEGER, owner_start INTEGER,
+    started_at REAL NOT NULL, finished_at REAL, updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_session ON runs(session_id, started_at);
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
+CREATE TABLE IF NOT EXISTS steps (
+    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, step_id TEXT NOT NULL,
+    position INTEGER NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+    exit_code INTEGER, duration_ms INTEGER, output TEXT, stderr TEXT, error TEXT, pgid INTEGER,
+    started_at REAL, finished_at REAL,
+    PRIMARY KEY (run_id, step_id)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    step_id TEXT, event TEXT NOT NULL, detail TEXT, at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, id);
+"""
+LIVE = ("pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision")
+
+
+@dataclass
+class StepRecord:
+    """One step of a run as stored."""
+
+    step_id: str
+    position: int
+    type: str
+    status: str = "pending"
+    attempts: int = 0
+    exit_code: int | None = None
+    duration_ms: int | None = None
+    output: str | None = None
+    stderr: str | None = None
+    error: str | None = None
+    pgid: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+@dataclass
+class RunRecord:
+    """One run as stored, with its steps in execution order."""
+
+    run_id: str
+    ability: str
+    session_id: str
+    status: str
+    enforcement: str
+    definition: dict[str, Any]
+    source_path: str | None
+    inputs: dict[str, Any]
+    parent_run: str | None
+    error: str | None
+    owner_pid: int | None
+    owner_start: int | None
+    started_at: float
+    finished_at: float | None
+    updated_at: float
+    steps: list[StepRecord] = field(default_factory=list)
+
+    def step(self, step_id: str) -> StepRecord:
+        return next(s for s in self.steps if s.step_id == step_id)
+
+
+class Store:
+    """Runs, step attempts and events in SQLite."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        self.db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode survives a process crash; only a power loss can drop the last commits.
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.executescript(_SCHEMA)  # idempotent; busy_timeout queues concurrent creators
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic write, taken with the write lock up front so concurrent writers queue instead of failing."""
+        if self.db.in_transaction:
+            yield self.db
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def create_run(self, run: RunRecord) -> None:
+        """Write a new run and its pending steps."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run.run_id, run.ability, run.session_id, run.status, run.enforcement, json.dumps(run.definition),
+                 run.source_path, json.dumps(run.inputs), run.parent_run, run.error, run.owner_pid,
+                 run.owner_start, run.started_at, run.finished_at, run.updated_at),
+            )
+            db.executemany(
+                "INSERT INTO steps (run_id, step_id, position, type, status) VALUES (?,?,?,?,?)",
+                [(run.run_id, s.step_id, s.position, s.type, s.status) for s in run.steps],
+            )
+            self._event(run.run_id, None, "created", None)
+
+    def update_run(self, run_id: str, event: str, detail: str | None = None, **fields: Any) -> None:
+        """Change a run's fields and log the event, atomically."""
+        fields["updated_at"] = time.time()
+        with self.transaction() as db:
+            db.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in fields)} WHERE run_id=?",
+                       (*fields.values(), run_id))
+            self._event(run_id, None, event, detail)
+
+    def update_step(self, run_id: str, step_id: str, event: str, detail: str | None = None, **fields: Any) -> None:
+        """Change a step's fields and log the event, atomically."""
+        with self.transaction() as db:
+            db.execute(
+                f"UPDATE steps SET {', '.join(f'{k}=?' for k in fields)} WHERE run_id=? AND step_id=?",
+                (*fields.values(), run_id, step_id),
+            )
+            db.execute("UPDATE runs SET updated_at=? WHERE run_id=?", (time.time(), run_id))
+            self._event(run_id, step_id, event, detail)
+
+    def _event(self, run_id: str, step_id: str | None, event: str, detail: str | None) -> None:
+        self.db.execute(
+            "INSERT INTO events (run_id, step_id, event, detail, at) VALUES (?,?,?,?,?)",
+            (run_id, step_id, event, detail, time.time()),
+        )
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """A run with its steps, or None."""
+        row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        return self._with_steps(row) if row else None
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT step_id, event, detail, at FROM events WHERE run_id=? ORDER BY id", (run_id,))
+        return [dict(r) for r in rows]
+
+    def runs(self, *, limit: int = 20, session_id: str | None = None, live_only: bool = False) -> list[RunRecord]:
+        """Newest runs first, optionally one session's or only live ones."""
+        sql, args = "SELECT * FROM runs WHERE parent_run IS NULL", []
+        if session_id is not None:
+            sql, args = sql + " AND session_id=?", [session_id]
+        if live_only:
+            sql += f" AND status IN ({','.join('?' * len(LIVE))})"
+            args += LIVE
+        rows = self.db.execute(sql + " ORDER BY started_at DESC, rowid DESC LIMIT ?", (*args, limit)).fetchall()
+        return [self._with_steps(r) for r in rows]
+
+    def orphaned_runs(self) -> list[RunRecord]:
+        """Live runs whose owning process is gone (a server that died)."""
+        rows = self.db.execute(f"SELECT * FROM runs WHERE status IN ({','.join('?' * len(LIVE))})", LIVE).fetchall()
+        return [self._with_steps(r) for r in rows if not owner_alive(r["owner_pid"], r["owner_start"])]
+
+    def prune(self, keep_runs: int = DEFAULT_HISTORY_RUNS, keep_days: float = DEFAULT_HISTORY_DAYS) -> int:
+        """Forget finished runs beyond the newest `keep_runs` or older than `keep_days`; returns how many."""
+        cutoff = time.time() - keep_days * 86400
+        with self.transaction() as db:
+            cur = db.execute(
+                f"""DELETE FROM runs WHERE status NOT IN ({','.join('?' * len(LIVE))}) AND (started_at < ? OR run_id
+                    NOT IN (SELECT run_id FROM runs ORDER BY started_at DESC LIMIT ?))""",
+                (*LIVE, cutoff, keep_runs),
+            )
+            return cur.rowcount
+
+    def _with_steps(self, row: sqlite3.Row) -> RunRecord:
+        data = dict(row)
+        data["definition"] = json.loads(data["definition"])
+        data["inputs"] = json.loads(data["inputs"])
+        steps = self.db.execute("SELECT * FROM steps WHERE run_id=? ORDER BY position", (row["run_id"],)).fetchall()
+        return RunRecord(**data, steps=[StepRecord(**{k: v for k, v in dict(s).items() if k != "run_id"})
+                                        for s in steps])
+
+
+def process_start(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (Linux), to tell a live owner from a reused pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def owner_alive(pid: int | None, start: int | None) -> bool:
+    """Whether the process that owns a run still runs."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return start is None or process_start(pid) in (None, start)
