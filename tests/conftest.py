@@ -1,0 +1,85 @@
+"""Shared fixtures: a throwaway project folder and an in-memory client for it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from abilities_mcp.project import Project
+from abilities_mcp.server import create_server
+
+# Retry pauses shrink to this in tests (the real base is 0.5 s): the behaviour is the same, the suite is faster.
+TEST_RETRY_BASE = 0.01
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """User-scope folders point into the test's tmp dir, never at the developer's real ~/.config."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    for var in ("ABILITIES_ROOT", "CLAUDE_PROJECT_DIR", "ABILITIES_STATE_DIR", "CLAUDE_CODE_SESSION_ID"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    (path / "abilities").mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
+def write(root: Path) -> Callable[[str, str], Path]:
+    """write("name", yaml) puts abilities/name.yaml in the project (dedented)."""
+
+    def _write(name: str, text: str) -> Path:
+        path = root / "abilities" / f"{name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return _write
+
+
+@pytest.fixture
+def project(root: Path) -> Project:
+    return Project(root=root, state_dir=root / ".abilities", home=root.parent / "home",
+                   config_home=root.parent / "home" / ".config")
+
+
+@pytest.fixture
+async def client(project: Project) -> AsyncIterator[Client]:
+    async with Client(create_server(project, retry_base=TEST_RETRY_BASE)) as c:
+        yield c
+
+
+def stdio_params(root: Path, *extra: str, env: dict[str, str] | None = None):
+    """Parameters to start the real server as a subprocess on a project."""
+    from mcp import StdioServerParameters
+
+    full_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    full_env.update(env or {})
+    return StdioServerParameters(command=sys.executable, args=["-m", "abilities_mcp", "--root", str(root), *extra],
+                                 env=full_env)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every `async def` test runs under anyio (fixtures set up and torn down in one task)."""
+    import inspect
+
+    for item in items:
+        if inspect.iscoroutinefunction(getattr(item, "function", None)):
+            item.add_marker(pytest.mark.anyio)
