@@ -75,11 +75,3 @@ def stdio_params(root: Path, *extra: str, env: dict[str, str] | None = None):
 def anyio_backend() -> str:
     return "asyncio"
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every `async def` test runs under anyio (fixtures set up and torn down in one task)."""
-    import inspect
-
-    for item in items:
-        if inspect.iscoroutinefunction(getattr(item, "function", None)):
-            item.add_marker(pytest.mark.anyio)

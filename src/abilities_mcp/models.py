@@ -202,7 +202,7 @@ class Ability(Strict):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
-        json_schema_extra={"title": "abilities-mcp ability", "$id": "https://abilities-mcp/schema/ability.json"},
+        json_schema_extra={"title": "abilities-mcp ability"},
     )
 
     name: str | None = Field(None, pattern=ABILITY_NAME, description="Defaults to the file's path under abilities/")

@@ -1,0 +1,62 @@
+"""The SQLite store: shared by processes, durable, pruned, and able to tell a dead owner from a live one."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from abilities_mcp.store import RunRecord, StepRecord, Store, owner_alive, process_start
+
+
+def make_run(run_id: str, status: str = "completed", started: float | None = None, pid: int | None = None) -> RunRecord:
+    now = started or time.time()
+    return RunRecord(run_id=run_id, ability="a", session_id="s", status=status, enforcement="strict",
+                     definition={"description": "d"}, source_path=None, inputs={}, parent_run=None, error=None,
+                     owner_pid=pid, owner_start=process_start(pid) if pid else None, started_at=now,
+                     finished_at=None, updated_at=now, steps=[StepRecord("one", 0, "script")])
+
+
+def test_a_run_written_by_one_connection_is_read_by_another(tmp_path: Path) -> None:
+    writer, reader = Store(tmp_path / "s.db"), Store(tmp_path / "s.db")
+    writer.create_run(make_run("r1", status="running", pid=os.getpid()))
+    writer.update_step("r1", "one", "succeed", status="completed", output="hi", exit_code=0)
+    run = reader.get_run("r1")
+    assert run.steps[0].output == "hi" and run.steps[0].status == "completed"
+    assert [e["event"] for e in reader.events("r1")] == ["created", "succeed"]
+
+
+def test_concurrent_writers_from_two_processes_lose_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    Store(db).create_run(make_run("r1", status="running"))
+    script = (
+        "import sys; from abilities_mcp.store import Store; s = Store(__import__('pathlib').Path(sys.argv[1]))\n"
+        "for i in range(200): s.update_run('r1', 'tick', sys.argv[2])\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(db), tag]) for tag in ("a", "b")]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    details = [e["detail"] for e in Store(db).events("r1") if e["event"] == "tick"]
+    assert details.count("a") == 200 and details.count("b") == 200
+
+
+def test_runs_left_live_by_a_dead_process_are_orphans_and_live_owners_are_not(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store.create_run(make_run("mine", status="running", pid=os.getpid()))
+    store.create_run(make_run("dead", status="running", pid=dead.pid))
+    store.create_run(make_run("done", status="completed", pid=dead.pid))
+    assert [r.run_id for r in store.orphaned_runs()] == ["dead"]
+    assert owner_alive(os.getpid(), process_start(os.getpid()))
+    assert not owner_alive(os.getpid(), (process_start(os.getpid()) or 0) + 1)  # same pid, other process
+
+
+def test_prune_keeps_the_newest_runs_and_drops_old_ones_but_never_live_ones(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    old = time.time() - 40 * 86400
+    store.create_run(make_run("ancient", started=old))
+    store.create_run(make_run("ancient-live", status="running", started=old))
+    for i in range(5):
+        store.create_run(make_run(f"r{i}", started=time.time() + i))
+    assert store.prune(keep_runs=3, keep_days=30) == 3
+    assert {r.run_id for r in store.runs(limit=50)} == {"r2", "r3", "r4", "ancient-live"}
