@@ -31,7 +31,8 @@ from .machine import (
     apply_step,
 )
 from .models import DEFAULT_MAX_RETRIES, Ability, ScriptStep
-from .process import MARKER_VAR, kill_leftovers, run_script
+from .process import KILL_GRACE_SECONDS, MARKER_VAR, kill_leftovers, run_script
+from .reaper import Reaper
 from .scripts import check_result, prepare_script, step_timeout
 from .store import RunRecord, StepRecord, Store, owner_alive, process_start
 
@@ -86,18 +87,22 @@ class Engine:
         self.live: dict[str, LiveRun] = {}
         self.owner = (os.getpid(), process_start(os.getpid()))
         self._tg: anyio.abc.TaskGroup | None = None
+        self.reaper = Reaper(KILL_GRACE_SECONDS)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Engine]:
         """Own the run tasks; on exit every live run is stopped, its processes killed, and it is `interrupted`."""
         self.recover()
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            try:
-                yield self
-            finally:
-                for live in list(self.live.values()):
-                    live.stop("shutdown")
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                try:
+                    yield self
+                finally:
+                    for live in list(self.live.values()):
+                        live.stop("shutdown")
+        finally:
+            self.reaper.close()
 
     def recover(self) -> list[str]:
         """Mark runs left live by a dead process `interrupted`, killing their leftover step processes."""
@@ -238,10 +243,13 @@ class Engine:
             self._step_event(live, step.id, StepEvent.FAIL, error=str(exc), finished_at=time.time())
             return str(exc)
         env[MARKER_VAR] = f"{live.run_id}:{step.id}"
-        result = await run_script(
-            command, cwd=cwd, env=env, timeout=step_timeout(step),
-            on_start=lambda pgid: self.store.update_step(live.run_id, step.id, "spawned", pgid=pgid),
-        )
+
+        def spawned(pgid: int) -> None:
+            self.reaper.watch(pgid)
+            self.store.update_step(live.run_id, step.id, "spawned", pgid=pgid)
+
+        result = await run_script(command, cwd=cwd, env=env, timeout=step_timeout(step), on_start=spawned,
+                                  on_end=self.reaper.release)
         problem = check_result(step, result, cwd)
         output = result.stdout.rstrip("\n")
         fields = dict(exit_code=result.exit_code, duration_ms=result.duration_ms, output=output,
@@ -268,7 +276,8 @@ class Engine:
         for i, command in enumerate(getattr(live.ability.hooks, which)):
             hook = ScriptStep(id=f"hook-{which}-{i}", type="script", run=command)
             command_text, cwd, env = prepare_script(hook, live, self.catalog.project.root)
-            result = await run_script(command_text, cwd=cwd, env=env, timeout=step_timeout(hook))
+            result = await run_script(command_text, cwd=cwd, env=env, timeout=step_timeout(hook),
+                                      on_start=self.reaper.watch, on_end=self.reaper.release)
             problem = check_result(hook, result, cwd)
             if problem:
                 self.store.update_run(live.run_id, f"hook_{which}_failed", f"hooks.{which}[{i}]: {problem}")

@@ -62,6 +62,7 @@ class Capture:
 class ScriptResult:
     """What one attempt of a script step produced."""
 
+    pgid: int
     exit_code: int | None
     stdout: str
     stderr: str
@@ -78,8 +79,12 @@ async def run_script(
     env: dict[str, str],
     timeout: float,
     on_start: Callable[[int], None] = lambda pgid: None,
+    on_end: Callable[[int], None] = lambda pgid: None,
 ) -> ScriptResult:
-    """Run `sh -c command` in its own process group; cancellation kills the group before it propagates."""
+    """Run `sh -c command` in its own process group; cancellation kills the group before it propagates.
+
+    `on_start(pgid)` runs once the group exists and `on_end(pgid)` once it is dead, whatever ended the step.
+    """
     started = time.monotonic()
     process = await anyio.open_process(
         ["sh", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -107,8 +112,9 @@ async def run_script(
         with anyio.CancelScope(shield=True):
             await kill_group(pgid, process)
             await process.aclose()
+        on_end(pgid)
     return ScriptResult(
-        exit_code=process.returncode, stdout=out.text(), stderr=err.text(), stdout_bytes=out.total,
+        pgid=pgid, exit_code=process.returncode, stdout=out.text(), stderr=err.text(), stdout_bytes=out.total,
         stderr_bytes=err.total, duration_ms=round((time.monotonic() - started) * 1000), timed_out=timed_out,
     )
 
