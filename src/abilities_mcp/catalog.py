@@ -129,8 +129,11 @@ class Catalog:
             if chain and chain[-1] in chain[:-1]:
                 self._add(d, "steps", f"abilities run each other in a loop {' → '.join(chain)}; break the loop")
             elif chain and len(chain) > MAX_NESTING + 1:
-                self._add(d, "steps", f"workflow steps nest {len(chain) - 1} deep ({' → '.join(chain)}); "
-                          f"the limit is {MAX_NESTING}")
+                self._add(
+                    d,
+                    "steps",
+                    f"workflow steps nest {len(chain) - 1} deep ({' → '.join(chain)}); the limit is {MAX_NESTING}",
+                )
 
     def _deepest_chain(self, name: str, path: list[str]) -> list[str]:
         """The longest chain of workflow steps from an ability, stopping at the first repeat."""
@@ -176,7 +179,7 @@ def _walk(folder: Path, depth: int) -> Iterator[Path]:
 
 
 def derive_name(relative: Path) -> str:
-    """`test.yaml` → test; `deploy/production/ability.yaml` → deploy/production; `deploy/rollback.yml` → deploy/rollback."""
+    """`test.yaml` → test; `deploy/production/ability.yaml` → deploy/production; `deploy/x.yml` → deploy/x."""
     parts = list(relative.with_suffix("").parts)
     if parts[-1] == "ability" and len(parts) > 1:
         parts.pop()

@@ -56,7 +56,10 @@ def _check_ids(ability: Ability) -> Iterator[Problem]:
     first: dict[str, int] = {}
     for i, step in enumerate(ability.steps):
         if step.id in first:
-            yield f"steps[{i}].id", f"duplicate step id {step.id!r} (also steps[{first[step.id]}]); give each step its own id"
+            yield (
+                f"steps[{i}].id",
+                f"duplicate step id {step.id!r} (also steps[{first[step.id]}]); give each step its own id",
+            )
         first.setdefault(step.id, i)
 
 

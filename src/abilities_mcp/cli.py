@@ -67,7 +67,9 @@ def validate(project: Project, args: argparse.Namespace) -> int:
         return 1
     reports = [r for name in (args.names or [None]) for r in validation_report(catalog, name).files]
     if args.json:
-        print(json.dumps({"valid": all(r.valid for r in reports), "files": [r.model_dump() for r in reports]}, indent=2))
+        print(
+            json.dumps({"valid": all(r.valid for r in reports), "files": [r.model_dump() for r in reports]}, indent=2)
+        )
     else:
         for r in reports:
             print(f"{'ok   ' if r.valid else 'ERROR'} {r.kind:9} {r.name}  ({r.path})")
@@ -92,7 +94,9 @@ def list_abilities(project: Project, args: argparse.Namespace) -> int:
         flag = "" if info.valid else "  [invalid: run `abilities-mcp validate`]"
         print(f"{info.name:28} {info.description or ''}{flag}")
         for name, spec in info.inputs.items():
-            extra = " (required)" if spec.required else f" (default {spec.default!r})" if spec.default is not None else ""
+            extra = (
+                " (required)" if spec.required else f" (default {spec.default!r})" if spec.default is not None else ""
+            )
             print(f"{'':30}-i {name}=<{spec.type}>{extra}")
     if not infos:
         print(f"No abilities under {project.root / 'abilities'}.")
@@ -163,7 +167,8 @@ COMMANDS = {
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="abilities-mcp", parents=[_common(None, None, "warning")],
+        prog="abilities-mcp",
+        parents=[_common(None, None, "warning")],
         description="MCP stdio server for enforceable agent workflows (no command: serve).",
     )
     sub = parser.add_subparsers(dest="command")
@@ -190,7 +195,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _common(root, state_dir, log_level) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--root", default=root, help="project root (default: $ABILITIES_ROOT, $CLAUDE_PROJECT_DIR, cwd)")
+    common.add_argument(
+        "--root", default=root, help="project root (default: $ABILITIES_ROOT, $CLAUDE_PROJECT_DIR, cwd)"
+    )
     common.add_argument("--state-dir", default=state_dir, help="state directory (default: ROOT/.abilities)")
     common.add_argument("--log-level", default=log_level, choices=["debug", "info", "warning", "error"])
     return common

@@ -113,9 +113,13 @@ class Engine:
                     if step.pgid:
                         kill_leftovers(step.pgid, f"{run.run_id}:{step.step_id}")
                     self._store_step(run.run_id, step, StepEvent.CANCEL, error="interrupted: the server stopped")
-            self.store.update_run(run.run_id, RunEvent.INTERRUPT, status=apply_run(run.status, RunEvent.INTERRUPT),
-                                  error=f"the server running it (pid {run.owner_pid}) stopped; "
-                                        f"continue with ability_resume(run_id={run.run_id!r})")
+            self.store.update_run(
+                run.run_id,
+                RunEvent.INTERRUPT,
+                status=apply_run(run.status, RunEvent.INTERRUPT),
+                error=f"the server running it (pid {run.owner_pid}) stopped; "
+                f"continue with ability_resume(run_id={run.run_id!r})",
+            )
             recovered.append(run.run_id)
         return recovered
 
@@ -135,11 +139,21 @@ class Engine:
         now = time.time()
         order = execution_order(ability)
         record = RunRecord(
-            run_id=run_id, ability=name, session_id=session_id, status=RunState.PENDING,
+            run_id=run_id,
+            ability=name,
+            session_id=session_id,
+            status=RunState.PENDING,
             enforcement=ability.settings.enforcement,
             definition=ability.model_dump(mode="json", by_alias=True, exclude_none=True),
-            source_path=str(definition.path), inputs=values, parent_run=None, error=None,
-            owner_pid=self.owner[0], owner_start=self.owner[1], started_at=now, finished_at=None, updated_at=now,
+            source_path=str(definition.path),
+            inputs=values,
+            parent_run=None,
+            error=None,
+            owner_pid=self.owner[0],
+            owner_start=self.owner[1],
+            started_at=now,
+            finished_at=None,
+            updated_at=now,
             steps=[StepRecord(sid, i, ability.step(sid).type) for i, sid in enumerate(order)],
         )
         self.store.create_run(record)
@@ -153,8 +167,10 @@ class Engine:
                     f"this session already has a live strict run {run.run_id!r} of {run.ability!r}; one at a time "
                     "(use a workflow step to run one ability inside another)",
                     run.status,
-                    [NextCall("ability_status", {"run_id": run.run_id, "wait_seconds": 30}),
-                     NextCall("ability_cancel", {"run_id": run.run_id})],
+                    [
+                        NextCall("ability_status", {"run_id": run.run_id, "wait_seconds": 30}),
+                        NextCall("ability_cancel", {"run_id": run.run_id}),
+                    ],
                 )
 
     def _launch(self, live: LiveRun, resumed: bool) -> None:
@@ -223,7 +239,9 @@ class Engine:
             self._step_event(live, step.id, StepEvent.SKIP, error=skip)
             return
         policy = step.on_failure or live.ability.settings.on_failure
-        retries = (step.max_retries if step.max_retries is not None else DEFAULT_MAX_RETRIES) if policy == "retry" else 0
+        retries = (
+            (step.max_retries if step.max_retries is not None else DEFAULT_MAX_RETRIES) if policy == "retry" else 0
+        )
         for attempt in range(1, retries + 2):
             event = StepEvent.START if attempt == 1 else StepEvent.RETRY
             self._step_event(live, step.id, event, attempts=attempt, started_at=time.time(), error=None)
@@ -248,12 +266,19 @@ class Engine:
             self.reaper.watch(pgid)
             self.store.update_step(live.run_id, step.id, "spawned", pgid=pgid)
 
-        result = await run_script(command, cwd=cwd, env=env, timeout=step_timeout(step), on_start=spawned,
-                                  on_end=self.reaper.release)
+        result = await run_script(
+            command, cwd=cwd, env=env, timeout=step_timeout(step), on_start=spawned, on_end=self.reaper.release
+        )
         problem = check_result(step, result, cwd)
         output = result.stdout.rstrip("\n")
-        fields = dict(exit_code=result.exit_code, duration_ms=result.duration_ms, output=output,
-                      stderr=result.stderr, finished_at=time.time(), error=problem)
+        fields = dict(
+            exit_code=result.exit_code,
+            duration_ms=result.duration_ms,
+            output=output,
+            stderr=result.stderr,
+            finished_at=time.time(),
+            error=problem,
+        )
         live.outputs[step.id].update(output=output, exit_code=result.exit_code)
         self._step_event(live, step.id, StepEvent.FAIL if problem else StepEvent.SUCCEED, **fields)
         return problem
@@ -276,8 +301,14 @@ class Engine:
         for i, command in enumerate(getattr(live.ability.hooks, which)):
             hook = ScriptStep(id=f"hook-{which}-{i}", type="script", run=command)
             command_text, cwd, env = prepare_script(hook, live, self.catalog.project.root)
-            result = await run_script(command_text, cwd=cwd, env=env, timeout=step_timeout(hook),
-                                      on_start=self.reaper.watch, on_end=self.reaper.release)
+            result = await run_script(
+                command_text,
+                cwd=cwd,
+                env=env,
+                timeout=step_timeout(hook),
+                on_start=self.reaper.watch,
+                on_end=self.reaper.release,
+            )
             problem = check_result(hook, result, cwd)
             if problem:
                 self.store.update_run(live.run_id, f"hook_{which}_failed", f"hooks.{which}[{i}]: {problem}")
@@ -294,16 +325,22 @@ class Engine:
                 why = "interrupted: the server stopped" if shutdown else "cancelled"
                 self._step_event(live, step.step_id, StepEvent.CANCEL, error=why, finished_at=time.time())
             elif step.status == StepState.PENDING and not shutdown:
-                why = "not run: the run was cancelled" if live.reason == "cancel" else f"not run: {error or 'run ended'}"
+                why = (
+                    "not run: the run was cancelled" if live.reason == "cancel" else f"not run: {error or 'run ended'}"
+                )
                 self._step_event(live, step.step_id, StepEvent.SKIP, error=why)
         if shutdown:
-            event, error = RunEvent.INTERRUPT, f"the server stopped; continue with ability_resume(run_id={live.run_id!r})"
+            event, error = (
+                RunEvent.INTERRUPT,
+                f"the server stopped; continue with ability_resume(run_id={live.run_id!r})",
+            )
         elif live.reason == "cancel":
             event, error = RunEvent.CANCEL, "cancelled"
         else:
             event = RunEvent.FAIL if error else RunEvent.SUCCEED
-        self._run_event(live, event, error or "run completed", error=error,
-                        finished_at=None if shutdown else time.time())
+        self._run_event(
+            live, event, error or "run completed", error=error, finished_at=None if shutdown else time.time()
+        )
         if not shutdown:
             await self._hooks(live, "after", fatal=False)
         self.live.pop(live.run_id, None)
@@ -328,13 +365,20 @@ class Engine:
         live.notify(f"step {step_id} {verb}")
 
     def _store_step(self, run_id: str, step: StepRecord, event: StepEvent, **fields: Any) -> None:
-        self.store.update_step(run_id, step.step_id, event, fields.get("error"),
-                               status=apply_step(step.status, event), **fields)
+        self.store.update_step(
+            run_id, step.step_id, event, fields.get("error"), status=apply_step(step.status, event), **fields
+        )
 
     # --- waiting, cancelling, resuming ----------------------------------------------------------------------
 
-    async def wait(self, run_id: str, seconds: float, on_change: Callable[[LiveRun], Awaitable[None]] | None = None,
-                   *, first_change: bool = False) -> None:
+    async def wait(
+        self,
+        run_id: str,
+        seconds: float,
+        on_change: Callable[[LiveRun], Awaitable[None]] | None = None,
+        *,
+        first_change: bool = False,
+    ) -> None:
         """Wait until the run ends (or, with first_change, changes at all), at most `seconds`."""
         live = self.live.get(run_id)
         if live is None or seconds <= 0:
@@ -357,35 +401,56 @@ class Engine:
                 await live.done.wait()
             return
         if record.status == RunState.INTERRUPTED:
-            self.store.update_run(run_id, RunEvent.CANCEL, "cancelled while interrupted",
-                                  status=apply_run(record.status, RunEvent.CANCEL), finished_at=time.time())
+            self.store.update_run(
+                run_id,
+                RunEvent.CANCEL,
+                "cancelled while interrupted",
+                status=apply_run(record.status, RunEvent.CANCEL),
+                finished_at=time.time(),
+            )
             return
         self._refuse_if_owned_elsewhere(record, "cancel")
-        raise Refused(f"run {run_id!r} already ended", record.status,
-                      [NextCall("ability_status", {"run_id": run_id})])
+        raise Refused(f"run {run_id!r} already ended", record.status, [NextCall("ability_status", {"run_id": run_id})])
 
     def resume(self, run_id: str, session_id: str) -> None:
         """Continue an interrupted or failed run from the step that did not finish, in this session."""
         record = self._require(run_id)
         if run_id in self.live:
-            raise Refused(f"run {run_id!r} is live in this server", record.status,
-                          [NextCall("ability_status", {"run_id": run_id, "wait_seconds": 30})])
+            raise Refused(
+                f"run {run_id!r} is live in this server",
+                record.status,
+                [NextCall("ability_status", {"run_id": run_id, "wait_seconds": 30})],
+            )
         self._refuse_if_owned_elsewhere(record, "resume")
         if record.status not in (RunState.INTERRUPTED, RunState.FAILED):
-            raise Refused(f"only interrupted or failed runs resume; {run_id!r} is {record.status}", record.status,
-                          [NextCall("ability_run", {"name": record.ability})])
+            raise Refused(
+                f"only interrupted or failed runs resume; {run_id!r} is {record.status}",
+                record.status,
+                [NextCall("ability_run", {"name": record.ability})],
+            )
         apply_run(record.status, RunEvent.RESUME)  # refuses before anything is written
         ability = Ability.model_validate(record.definition)
         self._refuse_second_strict_run(session_id)
         outputs: dict[str, dict[str, Any]] = {}
         for step in record.steps:
             if step.status == StepState.COMPLETED:
-                outputs[step.step_id] = {"status": StepState.COMPLETED, "output": step.output,
-                                         "exit_code": step.exit_code}
+                outputs[step.step_id] = {
+                    "status": StepState.COMPLETED,
+                    "output": step.output,
+                    "exit_code": step.exit_code,
+                }
             elif step.status != StepState.PENDING:
                 self._store_step(run_id, step, StepEvent.RESET, error=None)
-        self.store.update_run(run_id, "adopted", f"resumed by session {session_id}", session_id=session_id,
-                              owner_pid=self.owner[0], owner_start=self.owner[1], error=None, finished_at=None)
+        self.store.update_run(
+            run_id,
+            "adopted",
+            f"resumed by session {session_id}",
+            session_id=session_id,
+            owner_pid=self.owner[0],
+            owner_start=self.owner[1],
+            error=None,
+            finished_at=None,
+        )
         self._launch(LiveRun(run_id, record.ability, ability, record.inputs, outputs), resumed=True)
 
     def _refuse_if_owned_elsewhere(self, record: RunRecord, verb: str) -> None:
@@ -393,7 +458,8 @@ class Engine:
         if record.status in LIVE_RUN_STATES and elsewhere:
             raise Refused(
                 f"run {record.run_id!r} is live in another server process (pid {record.owner_pid}); {verb} it there",
-                record.status, [NextCall("ability_status", {"run_id": record.run_id})],
+                record.status,
+                [NextCall("ability_status", {"run_id": record.run_id})],
             )
 
     def _require(self, run_id: str) -> RunRecord:
@@ -410,12 +476,15 @@ def _refuse_unsupported(name: str, ability: Ability) -> None:
             f"Ability {name!r} has steps this server version validates but cannot run yet: {', '.join(pending)}. "
             "Agent, skill, approval and workflow steps are executed by a later release; run script-only abilities."
         )
-    for feature, used in (("settings.approval: plan", ability.settings.approval == "plan"),
-                          ("on_failure: ask", any(s.on_failure == "ask" for s in ability.steps)
-                           or ability.settings.on_failure == "ask")):
+    for feature, used in (
+        ("settings.approval: plan", ability.settings.approval == "plan"),
+        ("on_failure: ask", any(s.on_failure == "ask" for s in ability.steps) or ability.settings.on_failure == "ask"),
+    ):
         if used:
-            raise NotSupported(f"Ability {name!r} uses {feature}, which needs a person's answer; this server "
-                               "version cannot ask yet. Remove it or wait for the approvals release.")
+            raise NotSupported(
+                f"Ability {name!r} uses {feature}, which needs a person's answer; this server "
+                "version cannot ask yet. Remove it or wait for the approvals release."
+            )
 
 
 def _seconds(duration: str | float | None) -> float:

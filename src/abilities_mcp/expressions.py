@@ -167,7 +167,9 @@ class _Parser:
         if self.accept("("):
             self._expect(")")
             if text not in FUNCTIONS:
-                raise ExpressionError(f"unknown function {text}(); use one of " + ", ".join(f"{f}()" for f in FUNCTIONS))
+                raise ExpressionError(
+                    f"unknown function {text}(); use one of " + ", ".join(f"{f}()" for f in FUNCTIONS)
+                )
             return ("func", text)
         parts = text.split(".")
         if parts[0] == "inputs" and len(parts) == 2:

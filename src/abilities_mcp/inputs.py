@@ -96,7 +96,9 @@ def _coerce_json(kind: str, value: Any) -> Any:
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise ValueError(f"expected {'an array' if kind == 'array' else 'an object'} (JSON), got {value!r}") from None
+            raise ValueError(
+                f"expected {'an array' if kind == 'array' else 'an object'} (JSON), got {value!r}"
+            ) from None
     if not isinstance(value, expected):
         raise ValueError(f"expected {'an array' if kind == 'array' else 'an object'}, got {type(value).__name__}")
     return value

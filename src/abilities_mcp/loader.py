@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from .checks import check_ability
 from .errors import Diagnostic, did_you_mean
-from .models import ABILITY_NAME, Ability, ApprovalStep, AgentStep, ScriptStep, SkillStep, WorkflowStep
+from .models import ABILITY_NAME, Ability, AgentStep, ApprovalStep, ScriptStep, SkillStep, WorkflowStep
 
 STEP_MODELS: dict[str, type[BaseModel]] = {
     "script": ScriptStep,
@@ -56,8 +56,14 @@ def load_definition(path: Path, derived_name: str, scope: str) -> Definition:
         return Definition(name, path, scope, None, [Diagnostic(shown, p, m) for p, m in explain(exc)])
     problems = check_ability(ability)
     if ability.name is None and not re.match(ABILITY_NAME, derived_name):
-        problems.insert(0, ("name", f"the file's path gives the name {derived_name!r}, which is not a valid ability "
-                                    "name; rename the file (lowercase letters, digits, - _) or set name:"))
+        problems.insert(
+            0,
+            (
+                "name",
+                f"the file's path gives the name {derived_name!r}, which is not a valid ability "
+                "name; rename the file (lowercase letters, digits, - _) or set name:",
+            ),
+        )
     return Definition(name, path, scope, ability, [Diagnostic(shown, p, m) for p, m in problems])
 
 

@@ -110,7 +110,13 @@ STEP_TRANSITIONS: dict[StepState, dict[StepEvent, StepState]] = {
 }
 
 LIVE_RUN_STATES = frozenset(
-    {RunState.PENDING, RunState.RUNNING, RunState.AWAITING_AGENT, RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION}
+    {
+        RunState.PENDING,
+        RunState.RUNNING,
+        RunState.AWAITING_AGENT,
+        RunState.AWAITING_APPROVAL,
+        RunState.AWAITING_DECISION,
+    }
 )
 FINISHED_STEP_STATES = frozenset({StepState.COMPLETED, StepState.FAILED, StepState.SKIPPED, StepState.CANCELLED})
 

@@ -94,9 +94,13 @@ class StepBase(Strict):
     id: StepId = Field(description="Unique within the ability; lowercase, digits, - _")
     description: str | None = Field(None, description="What the step does, shown in plans and status")
     needs: StrList = Field(default_factory=list, description="Steps that must complete before this one")
-    when: str | None = Field(None, description='Condition, e.g. inputs.environment == "production"; always(), failure()')
+    when: str | None = Field(
+        None, description='Condition, e.g. inputs.environment == "production"; always(), failure()'
+    )
     timeout: Duration | None = None
-    on_failure: OnFailure | None = Field(None, description="stop | continue | retry | ask (default: settings.on_failure)")
+    on_failure: OnFailure | None = Field(
+        None, description="stop | continue | retry | ask (default: settings.on_failure)"
+    )
     max_retries: int | None = Field(None, ge=0, le=20, description="Extra attempts under on_failure: retry (default 1)")
 
 

@@ -87,8 +87,13 @@ async def run_script(
     """
     started = time.monotonic()
     process = await anyio.open_process(
-        ["sh", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        cwd=cwd, env=env, start_new_session=True,
+        ["sh", "-c", command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
     )
     pgid = process.pid  # start_new_session makes the shell its group's leader
     on_start(pgid)
@@ -114,8 +119,14 @@ async def run_script(
             await process.aclose()
         on_end(pgid)
     return ScriptResult(
-        pgid=pgid, exit_code=process.returncode, stdout=out.text(), stderr=err.text(), stdout_bytes=out.total,
-        stderr_bytes=err.total, duration_ms=round((time.monotonic() - started) * 1000), timed_out=timed_out,
+        pgid=pgid,
+        exit_code=process.returncode,
+        stdout=out.text(),
+        stderr=err.text(),
+        stdout_bytes=out.total,
+        stderr_bytes=err.total,
+        duration_ms=round((time.monotonic() - started) * 1000),
+        timed_out=timed_out,
     )
 
 

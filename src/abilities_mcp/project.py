@@ -16,7 +16,9 @@ class Project:
     root: Path
     state_dir: Path
     home: Path = field(default_factory=Path.home)
-    config_home: Path = field(default_factory=lambda: Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"))
+    config_home: Path = field(
+        default_factory=lambda: Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    )
 
     @classmethod
     def resolve(cls, root: str | Path | None = None, state_dir: str | Path | None = None) -> Project:

@@ -73,7 +73,11 @@ class Reaper:
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _WATCHDOG % {"grace": self.grace}],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, close_fds=True, env={"PATH": os.environ.get("PATH", "")},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+                env={"PATH": os.environ.get("PATH", "")},
             )
         return self._proc

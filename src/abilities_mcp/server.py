@@ -188,7 +188,7 @@ def _parse_inputs(inputs: dict[str, Any] | str | None) -> dict[str, Any] | None:
     try:
         parsed = json.loads(inputs) if inputs.strip() else {}
     except json.JSONDecodeError as exc:
-        raise ToolError(f"inputs must be an object, e.g. {{\"version\": \"v1.2.3\"}}; got text that is not JSON: {exc}")
+        raise ToolError(f'inputs must be an object, e.g. {{"version": "v1.2.3"}}; got text that is not JSON: {exc}') from None
     if not isinstance(parsed, dict):
         raise ToolError('inputs must be an object, e.g. {"version": "v1.2.3"}')
     return parsed
@@ -205,8 +205,11 @@ def _pick_run(session: Session, ctx: Context, run_id: str | None, live_only: boo
     )
     if not runs:
         kind = "live run" if live_only else "run"
-        raise Refused(f"this session has no {kind}; pass run_id", "no run",
-                      [NextCall("ability_history", {"limit": 20}), NextCall("ability_list", {})])
+        raise Refused(
+            f"this session has no {kind}; pass run_id",
+            "no run",
+            [NextCall("ability_history", {"limit": 20}), NextCall("ability_list", {})],
+        )
     return runs[0].run_id
 
 

@@ -127,9 +127,23 @@ class Store:
         with self.transaction() as db:
             db.execute(
                 "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run.run_id, run.ability, run.session_id, run.status, run.enforcement, json.dumps(run.definition),
-                 run.source_path, json.dumps(run.inputs), run.parent_run, run.error, run.owner_pid,
-                 run.owner_start, run.started_at, run.finished_at, run.updated_at),
+                (
+                    run.run_id,
+                    run.ability,
+                    run.session_id,
+                    run.status,
+                    run.enforcement,
+                    json.dumps(run.definition),
+                    run.source_path,
+                    json.dumps(run.inputs),
+                    run.parent_run,
+                    run.error,
+                    run.owner_pid,
+                    run.owner_start,
+                    run.started_at,
+                    run.finished_at,
+                    run.updated_at,
+                ),
             )
             db.executemany(
                 "INSERT INTO steps (run_id, step_id, position, type, status) VALUES (?,?,?,?,?)",
@@ -141,8 +155,9 @@ class Store:
         """Change a run's fields and log the event, atomically."""
         fields["updated_at"] = time.time()
         with self.transaction() as db:
-            db.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in fields)} WHERE run_id=?",
-                       (*fields.values(), run_id))
+            db.execute(
+                f"UPDATE runs SET {', '.join(f'{k}=?' for k in fields)} WHERE run_id=?", (*fields.values(), run_id)
+            )
             self._event(run_id, None, event, detail)
 
     def update_step(self, run_id: str, step_id: str, event: str, detail: str | None = None, **fields: Any) -> None:
@@ -191,7 +206,7 @@ class Store:
         cutoff = time.time() - keep_days * 86400
         with self.transaction() as db:
             cur = db.execute(
-                f"""DELETE FROM runs WHERE status NOT IN ({','.join('?' * len(LIVE))}) AND (started_at < ? OR run_id
+                f"""DELETE FROM runs WHERE status NOT IN ({",".join("?" * len(LIVE))}) AND (started_at < ? OR run_id
                     NOT IN (SELECT run_id FROM runs ORDER BY started_at DESC LIMIT ?))""",
                 (*LIVE, cutoff, keep_runs),
             )
@@ -202,8 +217,9 @@ class Store:
         data["definition"] = json.loads(data["definition"])
         data["inputs"] = json.loads(data["inputs"])
         steps = self.db.execute("SELECT * FROM steps WHERE run_id=? ORDER BY position", (row["run_id"],)).fetchall()
-        return RunRecord(**data, steps=[StepRecord(**{k: v for k, v in dict(s).items() if k != "run_id"})
-                                        for s in steps])
+        return RunRecord(
+            **data, steps=[StepRecord(**{k: v for k, v in dict(s).items() if k != "run_id"}) for s in steps]
+        )
 
 
 def process_start(pid: int) -> int | None:

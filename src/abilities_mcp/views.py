@@ -55,10 +55,15 @@ def run_view(record: RunRecord) -> Run:
 def next_calls(record: RunRecord) -> list[NextCallModel]:
     rid = {"run_id": record.run_id}
     if record.status in LIVE_RUN_STATES:
-        return [NextCallModel(tool="ability_status", arguments={**rid, "wait_seconds": 30}),
-                NextCallModel(tool="ability_cancel", arguments=rid)]
+        return [
+            NextCallModel(tool="ability_status", arguments={**rid, "wait_seconds": 30}),
+            NextCallModel(tool="ability_cancel", arguments=rid),
+        ]
     if record.status == "interrupted":
-        return [NextCallModel(tool="ability_resume", arguments=rid), NextCallModel(tool="ability_cancel", arguments=rid)]
+        return [
+            NextCallModel(tool="ability_resume", arguments=rid),
+            NextCallModel(tool="ability_cancel", arguments=rid),
+        ]
     if record.status == "failed":
         return [NextCallModel(tool="ability_resume", arguments=rid)]
     return []
@@ -86,8 +91,16 @@ def _step_result(step: StepRecord) -> StepResult:
     output = step.output
     if output is not None and len(output) > OUTPUT_TAIL_CHARS:
         output = f"[{len(output) - OUTPUT_TAIL_CHARS} characters truncated]" + output[-OUTPUT_TAIL_CHARS:]
-    return StepResult(id=step.step_id, type=step.type, status=step.status, attempts=step.attempts,
-                      exit_code=step.exit_code, duration_ms=step.duration_ms, output=output, error=step.error)
+    return StepResult(
+        id=step.step_id,
+        type=step.type,
+        status=step.status,
+        attempts=step.attempts,
+        exit_code=step.exit_code,
+        duration_ms=step.duration_ms,
+        output=output,
+        error=step.error,
+    )
 
 
 def ability_info(catalog: Catalog, d: Definition) -> AbilityInfo:
@@ -98,9 +111,13 @@ def ability_info(catalog: Catalog, d: Definition) -> AbilityInfo:
         description=a.description if a else None,
         source=d.scope,
         path=str(d.path),
-        inputs={k: InputInfo(type=v.type, required=v.required, default=v.default, description=v.description,
-                             enum=v.enum) for k, v in (a.inputs.items() if a else [])},
-        steps=[StepInfo(id=s.id, type=s.type, description=s.description, needs=s.needs) for s in (a.steps if a else [])],
+        inputs={
+            k: InputInfo(type=v.type, required=v.required, default=v.default, description=v.description, enum=v.enum)
+            for k, v in (a.inputs.items() if a else [])
+        },
+        steps=[
+            StepInfo(id=s.id, type=s.type, description=s.description, needs=s.needs) for s in (a.steps if a else [])
+        ],
         triggers={"keywords": a.triggers.keywords, "patterns": a.triggers.patterns} if a else {},
         enforcement=a.settings.enforcement if a else None,
         valid=catalog.is_valid(d),
@@ -112,14 +129,28 @@ def validation_report(catalog: Catalog, name: str | None = None) -> ValidationRe
     catalog.refresh()
     files = [f for f in catalog.files() if name is None or (f.kind == "ability" and f.name == name)]
     reports = [
-        FileReport(name=f.name, kind=f.kind, path=str(f.path), valid=not f.diagnostics,
-                   errors=[ErrorInfo(path=x.path, message=x.message) for x in f.diagnostics])
+        FileReport(
+            name=f.name,
+            kind=f.kind,
+            path=str(f.path),
+            valid=not f.diagnostics,
+            errors=[ErrorInfo(path=x.path, message=x.message) for x in f.diagnostics],
+        )
         for f in files
     ]
     return ValidationReport(valid=all(r.valid for r in reports), files=reports)
 
 
 def history_view(records: list[RunRecord]) -> History:
-    return History(runs=[HistoryEntry(run_id=r.run_id, ability=r.ability, status=r.status,
-                                      started_at=iso(r.started_at) or "", finished_at=iso(r.finished_at))
-                         for r in records])
+    return History(
+        runs=[
+            HistoryEntry(
+                run_id=r.run_id,
+                ability=r.ability,
+                status=r.status,
+                started_at=iso(r.started_at) or "",
+                finished_at=iso(r.finished_at),
+            )
+            for r in records
+        ]
+    )
