@@ -188,7 +188,8 @@ def _parse_inputs(inputs: dict[str, Any] | str | None) -> dict[str, Any] | None:
     try:
         parsed = json.loads(inputs) if inputs.strip() else {}
     except json.JSONDecodeError as exc:
-        raise ToolError(f'inputs must be an object, e.g. {{"version": "v1.2.3"}}; got text that is not JSON: {exc}') from None
+        example = '{"version": "v1.2.3"}'
+        raise ToolError(f"inputs must be an object, e.g. {example}; got text that is not JSON: {exc}") from None
     if not isinstance(parsed, dict):
         raise ToolError('inputs must be an object, e.g. {"version": "v1.2.3"}')
     return parsed
