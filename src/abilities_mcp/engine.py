@@ -16,10 +16,10 @@ from typing import Any
 import anyio
 
 from .catalog import Catalog
-from .checks import ancestors, execution_order
+from .checks import execution_order
 from .durations import parse_duration
-from .errors import AbilitiesError, DefinitionError, NextCall, Refused
-from .expressions import parse_condition
+from .errors import DefinitionError, NextCall, Refused
+from .flow import refuse_unsupported, skip_reason
 from .inputs import resolve_inputs
 from .machine import (
     LIVE_RUN_STATES,
@@ -31,8 +31,9 @@ from .machine import (
     apply_step,
 )
 from .models import DEFAULT_MAX_RETRIES, Ability, ScriptStep
-from .process import KILL_GRACE_SECONDS, MARKER_VAR, kill_leftovers, run_script
+from .process import KILL_GRACE_SECONDS, MARKER_VAR, run_script
 from .reaper import Reaper
+from .recovery import recover_orphans
 from .scripts import check_result, prepare_script, step_timeout
 from .store import RunRecord, StepRecord, Store, owner_alive, process_start
 
@@ -44,12 +45,6 @@ RETRY_MAX_SECONDS = 30.0
 MAX_PARALLEL_STEPS = 8
 # How long cancel waits for a run's processes to be killed before it answers.
 CANCEL_WAIT_SECONDS = 10.0
-# Step types this engine executes; the others validate but are refused at run time until they are built.
-EXECUTABLE_STEP_TYPES = {"script"}
-
-
-class NotSupported(AbilitiesError):
-    """An ability that uses a feature this version cannot run yet."""
 
 
 @dataclass
@@ -106,22 +101,7 @@ class Engine:
 
     def recover(self) -> list[str]:
         """Mark runs left live by a dead process `interrupted`, killing their leftover step processes."""
-        recovered = []
-        for run in self.store.orphaned_runs():
-            for step in run.steps:
-                if step.status in (StepState.RUNNING, StepState.AWAITING):
-                    if step.pgid:
-                        kill_leftovers(step.pgid, f"{run.run_id}:{step.step_id}")
-                    self._store_step(run.run_id, step, StepEvent.CANCEL, error="interrupted: the server stopped")
-            self.store.update_run(
-                run.run_id,
-                RunEvent.INTERRUPT,
-                status=apply_run(run.status, RunEvent.INTERRUPT),
-                error=f"the server running it (pid {run.owner_pid}) stopped; "
-                f"continue with ability_resume(run_id={run.run_id!r})",
-            )
-            recovered.append(run.run_id)
-        return recovered
+        return recover_orphans(self.store)
 
     # --- starting -------------------------------------------------------------------------------------------
 
@@ -132,7 +112,7 @@ class Engine:
             raise DefinitionError(self.catalog.diagnostics(definition))
         ability = definition.ability
         assert ability is not None
-        _refuse_unsupported(name, ability)
+        refuse_unsupported(name, ability)
         self._refuse_second_strict_run(session_id)
         values = resolve_inputs(ability.inputs, inputs)
         run_id = f"run_{time.strftime('%Y%m%d')}_{secrets.token_hex(4)}"
@@ -234,7 +214,7 @@ class Engine:
                 tg.start_soon(one, step)
 
     async def _run_step(self, live: LiveRun, step: ScriptStep) -> None:
-        skip = self._gate(live, step)
+        skip = skip_reason(live.ability, step, live.inputs, live.outputs)
         if skip is not None:
             self._step_event(live, step.id, StepEvent.SKIP, error=skip)
             return
@@ -282,20 +262,6 @@ class Engine:
         live.outputs[step.id].update(output=output, exit_code=result.exit_code)
         self._step_event(live, step.id, StepEvent.FAIL if problem else StepEvent.SUCCEED, **fields)
         return problem
-
-    def _gate(self, live: LiveRun, step) -> str | None:
-        """Why a step must be skipped (the GitHub Actions rule), or None to run it."""
-        cond = parse_condition(step.when) if step.when else None
-        statuses = {sid: o.get("status") for sid, o in live.outputs.items()}
-        failed = any(statuses.get(a) == StepState.FAILED for a in ancestors(live.ability, step.id))
-        special = cond is not None and cond.functions & {"always", "failure"}
-        if not special:
-            for need in step.needs:
-                if statuses.get(need) != StepState.COMPLETED:
-                    return f"needs {need!r}, which {statuses.get(need) or 'did not run'}"
-        if cond is not None and not cond.evaluate(live.inputs, live.outputs, failed):
-            return f"when: {step.when} was false"
-        return None
 
     async def _hooks(self, live: LiveRun, which: str, fatal: bool) -> str | None:
         for i, command in enumerate(getattr(live.ability.hooks, which)):
@@ -467,24 +433,6 @@ class Engine:
         if record is None:
             raise Refused(f"there is no run {run_id!r}", "unknown", [NextCall("ability_history", {"limit": 20})])
         return record
-
-
-def _refuse_unsupported(name: str, ability: Ability) -> None:
-    pending = [f"{s.id} ({s.type})" for s in ability.steps if s.type not in EXECUTABLE_STEP_TYPES]
-    if pending:
-        raise NotSupported(
-            f"Ability {name!r} has steps this server version validates but cannot run yet: {', '.join(pending)}. "
-            "Agent, skill, approval and workflow steps are executed by a later release; run script-only abilities."
-        )
-    for feature, used in (
-        ("settings.approval: plan", ability.settings.approval == "plan"),
-        ("on_failure: ask", any(s.on_failure == "ask" for s in ability.steps) or ability.settings.on_failure == "ask"),
-    ):
-        if used:
-            raise NotSupported(
-                f"Ability {name!r} uses {feature}, which needs a person's answer; this server "
-                "version cannot ask yet. Remove it or wait for the approvals release."
-            )
 
 
 def _seconds(duration: str | float | None) -> float:

@@ -1,0 +1,53 @@
+"""Which steps run: the GitHub Actions rule for needs and `when`, and what this version can execute at all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .checks import ancestors
+from .errors import AbilitiesError
+from .expressions import parse_condition
+from .machine import StepState
+from .models import Ability
+
+# Step types this version executes; the others validate but are refused at run time until they are built.
+EXECUTABLE_STEP_TYPES = {"script"}
+
+
+class NotSupported(AbilitiesError):
+    """An ability that uses a feature this version cannot run yet."""
+
+
+def skip_reason(ability: Ability, step, inputs: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> str | None:
+    """Why a step must be skipped, or None to run it.
+
+    A step runs when every need completed and its `when` holds. `always()` in `when` lifts the needs rule;
+    `failure()` lifts it too and is true when a step it depends on (directly or not) failed.
+    """
+    cond = parse_condition(step.when) if step.when else None
+    statuses = {sid: o.get("status") for sid, o in outputs.items()}
+    failed = any(statuses.get(a) == StepState.FAILED for a in ancestors(ability, step.id))
+    if cond is None or not cond.functions & {"always", "failure"}:
+        for need in step.needs:
+            if statuses.get(need) != StepState.COMPLETED:
+                return f"needs {need!r}, which {statuses.get(need) or 'did not run'}"
+    if cond is not None and not cond.evaluate(inputs, outputs, failed):
+        return f"when: {step.when} was false"
+    return None
+
+
+def refuse_unsupported(name: str, ability: Ability) -> None:
+    """Refuse, before anything runs, an ability that needs a step type or feature this version lacks."""
+    pending = [f"{s.id} ({s.type})" for s in ability.steps if s.type not in EXECUTABLE_STEP_TYPES]
+    if pending:
+        raise NotSupported(
+            f"Ability {name!r} has steps this server version validates but cannot run yet: {', '.join(pending)}. "
+            "Agent, skill, approval and workflow steps are executed by a later release; run script-only abilities."
+        )
+    asks = ability.settings.on_failure == "ask" or any(s.on_failure == "ask" for s in ability.steps)
+    for feature, used in (("settings.approval: plan", ability.settings.approval == "plan"), ("on_failure: ask", asks)):
+        if used:
+            raise NotSupported(
+                f"Ability {name!r} uses {feature}, which needs a person's answer; this server "
+                "version cannot ask yet. Remove it or wait for the approvals release."
+            )
