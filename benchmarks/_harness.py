@@ -21,8 +21,12 @@ PROTOCOL_VERSION = "2025-11-25"
 DEFAULT_REPLY_TIMEOUT_S = 30.0
 # After stdin closes, a server gets this long to exit before it is killed.
 EXIT_TIMEOUT_S = 10.0
+# How much of a failed server's stderr an error quotes.
+STDERR_TAIL_CHARS = 2000
 # Bytes read from the server's stdout per os.read call.
 READ_CHUNK = 64 * 1024
+# The only variables the servers inherit; PYTHONPATH lets one benchmark another source tree (see README).
+PASSED_VARS = ("PATH", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
 
 # The floor: the smallest useful MCPServer, one async tool, same SDK and same stdio transport as the real server.
 FLOOR_SERVER = '''\
@@ -61,7 +65,10 @@ class StdioClient:
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        try:
+            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        except BrokenPipeError:
+            raise self._died("closed stdin") from None
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         self.send({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
@@ -118,19 +125,25 @@ class StdioClient:
         while (newline := self._buffer.find(b"\n")) < 0:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise ServerDied(f"no reply from {self.argv[-3:]} in time; see {self.stderr_path}")
+                raise self._died("sent no reply in time")
             chunk = os.read(fd, READ_CHUNK)
             if not chunk:
-                raise ServerDied(f"{self.argv[-3:]} closed stdout (exit {self.proc.poll()}); see {self.stderr_path}")
+                raise self._died(f"closed stdout (exit code {self.proc.wait(timeout=EXIT_TIMEOUT_S)})")
             self._buffer += chunk
         line = bytes(self._buffer[:newline])
         del self._buffer[: newline + 1]
         return json.loads(line)
 
+    def _died(self, what: str) -> ServerDied:
+        """The error, with the tail of the server's stderr (its file vanishes with the temp dir)."""
+        self._stderr.flush()
+        tail = self.stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        return ServerDied(f"{' '.join(self.argv[1:])} {what}; its stderr ends:\n{tail}")
+
 
 def isolated_env(home: Path) -> dict[str, str]:
     """The child environment: PATH and locale only, HOME inside the temp dir so no user abilities or skills leak in."""
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TMPDIR")}
+    env = {k: v for k, v in os.environ.items() if k in PASSED_VARS}
     home.mkdir(parents=True, exist_ok=True)
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), PYTHONUNBUFFERED="1")
     return env
@@ -209,7 +222,8 @@ def ability_yaml(i: int, skill_count: int) -> str:
             max_retries: 2
             validation: {{stdout_contains: component-{i}}}
         """
-    return textwrap.dedent(text + extra_step + skill_step)
+    steps = textwrap.indent(textwrap.dedent(extra_step) + textwrap.dedent(skill_step), "  ")
+    return textwrap.dedent(text) + steps
 
 
 def ability_path(abilities: Path, i: int) -> Path:

@@ -51,8 +51,12 @@ def write(root: Path) -> Callable[[str, str], Path]:
 
 @pytest.fixture
 def project(root: Path) -> Project:
-    return Project(root=root, state_dir=root / ".abilities", home=root.parent / "home",
-                   config_home=root.parent / "home" / ".config")
+    return Project(
+        root=root,
+        state_dir=root / ".abilities",
+        home=root.parent / "home",
+        config_home=root.parent / "home" / ".config",
+    )
 
 
 @pytest.fixture
@@ -67,11 +71,11 @@ def stdio_params(root: Path, *extra: str, env: dict[str, str] | None = None):
 
     full_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
     full_env.update(env or {})
-    return StdioServerParameters(command=sys.executable, args=["-m", "abilities_mcp", "--root", str(root), *extra],
-                                 env=full_env)
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "abilities_mcp", "--root", str(root), *extra], env=full_env
+    )
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-

@@ -11,10 +11,24 @@ from abilities_mcp.store import RunRecord, StepRecord, Store, owner_alive, proce
 
 def make_run(run_id: str, status: str = "completed", started: float | None = None, pid: int | None = None) -> RunRecord:
     now = started or time.time()
-    return RunRecord(run_id=run_id, ability="a", session_id="s", status=status, enforcement="strict",
-                     definition={"description": "d"}, source_path=None, inputs={}, parent_run=None, error=None,
-                     owner_pid=pid, owner_start=process_start(pid) if pid else None, started_at=now,
-                     finished_at=None, updated_at=now, steps=[StepRecord("one", 0, "script")])
+    return RunRecord(
+        run_id=run_id,
+        ability="a",
+        session_id="s",
+        status=status,
+        enforcement="strict",
+        definition={"description": "d"},
+        source_path=None,
+        inputs={},
+        parent_run=None,
+        error=None,
+        owner_pid=pid,
+        owner_start=process_start(pid) if pid else None,
+        started_at=now,
+        finished_at=None,
+        updated_at=now,
+        steps=[StepRecord("one", 0, "script")],
+    )
 
 
 def test_a_run_written_by_one_connection_is_read_by_another(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ class Catalog:
 
     def __init__(self, project: Project):
         self.project = project
-        self._cache: dict[Path, tuple[tuple[int, int], Definition]] = {}
+        self._cache: dict[Path, tuple[tuple[int, ...], Definition]] = {}
         self._fingerprint: tuple | None = None
         self.definitions: list[Definition] = []
         self.winners: dict[str, Definition] = {}
@@ -124,33 +124,62 @@ class Catalog:
                 self._add(d, f"steps[{i}].skill", f"unknown skill {step.skill!r}; {hint}")
 
     def _check_recursion(self) -> None:
+        loops, longest = workflow_chains(
+            {
+                name: [
+                    s.workflow for s in d.ability.steps if isinstance(s, WorkflowStep) and s.workflow in self.winners
+                ]
+                for name, d in self.winners.items()
+                if d.ability is not None
+            }
+        )
         for name, d in self.winners.items():
-            chain = self._deepest_chain(name, [])
-            if chain and chain[-1] in chain[:-1]:
-                self._add(d, "steps", f"abilities run each other in a loop {' → '.join(chain)}; break the loop")
-            elif chain and len(chain) > MAX_NESTING + 1:
+            if name in loops:
+                self._add(d, "steps", f"abilities run each other in a loop {' → '.join(loops[name])}; break the loop")
+            elif len(longest.get(name, [])) > MAX_NESTING + 1:
+                chain = longest[name]
                 self._add(
                     d,
                     "steps",
                     f"workflow steps nest {len(chain) - 1} deep ({' → '.join(chain)}); the limit is {MAX_NESTING}",
                 )
 
-    def _deepest_chain(self, name: str, path: list[str]) -> list[str]:
-        """The longest chain of workflow steps from an ability, stopping at the first repeat."""
-        if name in path:
-            return path + [name]
-        d = self.winners.get(name)
-        children = [s.workflow for s in d.ability.steps if isinstance(s, WorkflowStep)] if d and d.ability else []
-        best = path + [name]
-        for child in children:
-            chain = self._deepest_chain(child, path + [name])
-            if chain[-1] in chain[:-1]:
-                return chain
-            best = max(best, chain, key=len)
-        return best
-
     def _add(self, d: Definition, path: str, message: str) -> None:
         self.problems.setdefault(d.path, []).append(Diagnostic(str(d.path), path, message))
+
+
+def workflow_chains(graph: dict[str, list[str]]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """For each ability: the loop it runs into (if any), and its longest chain of nested workflow steps.
+
+    One depth-first pass with memoised results, so a wide or deep project loads in linear time.
+    """
+    state: dict[str, str] = {}
+    loops: dict[str, list[str]] = {}
+    longest: dict[str, list[str]] = {}
+
+    def visit(name: str, stack: list[str]) -> None:
+        state[name] = "open"
+        stack.append(name)
+        best = [name]
+        for child in graph.get(name, []):
+            if state.get(child) == "open":
+                cycle = stack[stack.index(child) :]
+                for i, member in enumerate(cycle):
+                    loops.setdefault(member, cycle[i:] + cycle[: i + 1])
+                continue
+            if child not in state:
+                visit(child, stack)
+            if child in loops and name not in loops:
+                loops[name] = [name] + loops[child]
+            best = max(best, [name] + longest.get(child, [child]), key=len)
+        longest[name] = best
+        stack.pop()
+        state[name] = "done"
+
+    for name in graph:
+        if name not in state:
+            visit(name, [])
+    return loops, longest
 
 
 def discover_ability_files(project: Project) -> Iterator[tuple[Path, str, str]]:
@@ -214,9 +243,10 @@ def workflows_problems(path: Path) -> FileDiagnostics | None:
     return FileDiagnostics("workflows", "workflows.json", path, diagnostics)
 
 
-def _stamp(path: Path) -> tuple[int, int]:
+def _stamp(path: Path) -> tuple[int, ...]:
+    """Changes when the file does, even when a copy kept the old mtime and size (ctime and inode still move)."""
     try:
         st = path.stat()
     except OSError:
-        return (0, 0)
-    return (st.st_mtime_ns, st.st_size)
+        return (0,)
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)

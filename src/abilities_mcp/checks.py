@@ -10,22 +10,19 @@ from .errors import did_you_mean
 from .expressions import Condition, ExpressionError, parse_condition
 from .inputs import check_value
 from .models import Ability, ScriptStep
-from .templates import TemplateError, references
+from .templates import TemplateError, references, render_shell
 
 Problem = tuple[str, str]  # (field path, message with the fix)
 
 
 def check_ability(ability: Ability) -> list[Problem]:
     """Every problem in one ability that the models alone cannot see."""
-    problems = list(_check_ids(ability))
-    problems += _check_needs(ability)
-    if not problems:  # ordering is only meaningful on a sound graph
-        problems += _check_cycles(ability)
-    problems += _check_inputs(ability)
-    problems += _check_patterns(ability)
-    if not problems:
+    graph = list(_check_ids(ability)) + list(_check_needs(ability))
+    if not graph:  # a cycle search needs every need to exist
+        graph += _check_cycles(ability)
+    problems = graph + list(_check_inputs(ability)) + list(_check_patterns(ability)) + list(_check_cwds(ability))
+    if not graph:  # references are judged against the execution order, which needs a sound graph
         problems += _check_references(ability)
-    problems += _check_cwds(ability)
     return problems
 
 
@@ -42,13 +39,14 @@ def execution_order(ability: Ability) -> list[str]:
 
 def ancestors(ability: Ability, step_id: str) -> set[str]:
     """Every step a step needs, directly or through others."""
+    needs = {s.id: s.needs for s in ability.steps}
     seen: set[str] = set()
-    stack = list(ability.step(step_id).needs)
+    stack = list(needs[step_id])
     while stack:
         sid = stack.pop()
         if sid not in seen:
             seen.add(sid)
-            stack.extend(ability.step(sid).needs)
+            stack.extend(needs[sid])
     return seen
 
 
@@ -71,7 +69,7 @@ def _check_needs(ability: Ability) -> Iterator[Problem]:
                 yield f"steps[{i}].needs[{j}]", f"step {step.id!r} needs itself; remove it from needs"
             elif need not in ids:
                 close = did_you_mean(need, ids)
-                hint = f"did you mean {close!r}?" if close else f"known steps: {', '.join(ids)}"
+                hint = f"did you mean {close!r}?" if close else f"known steps: {', '.join(dict.fromkeys(ids))}"
                 yield f"steps[{i}].needs[{j}]", f"unknown step {need!r}; {hint}"
 
 
@@ -92,10 +90,11 @@ def _check_cycles(ability: Ability) -> Iterator[Problem]:
         path.pop()
         return None
 
-    for i, step in enumerate(ability.steps):
+    for step in ability.steps:
         if step.id not in state and (cycle := visit(step.id)):
             chain = " → ".join(reversed(cycle))
-            yield f"steps[{i}].needs", f"needs form a cycle {chain}; remove one of these needs"
+            at = [s.id for s in ability.steps].index(cycle[0])
+            yield f"steps[{at}].needs", f"needs form a cycle {chain}; remove one of these needs"
             return
 
 
@@ -167,6 +166,8 @@ def _templated_fields(step) -> Iterator[tuple[str, str]]:
 def _check_template(ability: Ability, path: str, text: str, own: str | None, before: set[str]) -> Iterator[Problem]:
     try:
         refs = references(text)
+        if path.endswith(".run") or path.startswith("hooks."):
+            render_shell(text, lambda ref: "")  # the quoting walk refuses placeholders it cannot pass safely
     except TemplateError as exc:
         yield path, str(exc)
         return
@@ -211,5 +212,6 @@ def _check_step_ref(ability: Ability, path: str, sid: str, own: str | None, befo
 def _check_cwds(ability: Ability) -> Iterator[Problem]:
     for i, step in enumerate(ability.steps):
         if isinstance(step, ScriptStep) and step.cwd and "{{" not in step.cwd:
-            if step.cwd.startswith("/") or posixpath.normpath(step.cwd).startswith(".."):
+            normal = posixpath.normpath(step.cwd)
+            if step.cwd.startswith("/") or normal == ".." or normal.startswith("../"):
                 yield f"steps[{i}].cwd", f"cwd {step.cwd!r} leaves the project root; use a path relative to it"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -14,7 +15,7 @@ def parse_duration(value: str | int | float) -> float:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a duration; {FORMAT_HINT}")
     if isinstance(value, int | float):
-        if value <= 0:
+        if not math.isfinite(value) or value <= 0:
             raise ValueError(f"{value!r} must be positive; {FORMAT_HINT}")
         return float(value)
     text = str(value).strip().replace(" ", "")
@@ -24,7 +25,7 @@ def parse_duration(value: str | int | float) -> float:
     if not text or "".join(n + u for n, u in parts) != text:
         raise ValueError(f"{value!r} is not a duration; {FORMAT_HINT}")
     seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
-    if seconds <= 0:
+    if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"{value!r} must be positive; {FORMAT_HINT}")
     return seconds
 

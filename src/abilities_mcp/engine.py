@@ -22,6 +22,7 @@ from .errors import DefinitionError, NextCall, Refused
 from .flow import refuse_unsupported, skip_reason
 from .inputs import resolve_inputs
 from .machine import (
+    FINISHED_STEP_STATES,
     LIVE_RUN_STATES,
     RunEvent,
     RunState,
@@ -68,6 +69,9 @@ class LiveRun:
         self.message = message
         self.changed.set()
         self.changed = anyio.Event()
+
+    def finished_steps(self) -> int:
+        return sum(o.get("status") in FINISHED_STEP_STATES for o in self.outputs.values())
 
     def stop(self, reason: str) -> None:
         self.reason = self.reason or reason
@@ -223,9 +227,7 @@ class Engine:
             (step.max_retries if step.max_retries is not None else DEFAULT_MAX_RETRIES) if policy == "retry" else 0
         )
         for attempt in range(1, retries + 2):
-            event = StepEvent.START if attempt == 1 else StepEvent.RETRY
-            self._step_event(live, step.id, event, attempts=attempt, started_at=time.time(), error=None)
-            problem = await self._attempt(live, step)
+            problem = await self._attempt(live, step, attempt)
             if problem is None:
                 return
             if attempt <= retries:
@@ -233,18 +235,22 @@ class Engine:
         if policy != "continue":
             live.halt_error = f"step {step.id!r} failed: {problem}"
 
-    async def _attempt(self, live: LiveRun, step: ScriptStep) -> str | None:
+    async def _attempt(self, live: LiveRun, step: ScriptStep, attempt: int) -> str | None:
         """One attempt of a script step; returns the reason it failed, or None."""
+        started = dict(attempts=attempt, started_at=time.time(), error=None)
+        event = StepEvent.START if attempt == 1 else StepEvent.RETRY
         try:
             command, cwd, env = prepare_script(step, live, self.catalog.project.root)
         except ValueError as exc:
+            self._step_event(live, step.id, event, **started)
             self._step_event(live, step.id, StepEvent.FAIL, error=str(exc), finished_at=time.time())
             return str(exc)
         env[MARKER_VAR] = f"{live.run_id}:{step.id}"
 
         def spawned(pgid: int) -> None:
+            # The start and its process group in one write: recovery can always find what to kill.
             self.reaper.watch(pgid)
-            self.store.update_step(live.run_id, step.id, "spawned", pgid=pgid)
+            self._step_event(live, step.id, event, pgid=pgid, **started)
 
         result = await run_script(
             command, cwd=cwd, env=env, timeout=step_timeout(step), on_start=spawned, on_end=self.reaper.release

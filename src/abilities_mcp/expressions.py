@@ -58,7 +58,10 @@ def parse_condition(source: str) -> Condition:
     if len(source) > MAX_EXPRESSION_LENGTH:
         raise ExpressionError(f"condition is longer than {MAX_EXPRESSION_LENGTH} characters; shorten it")
     parser = _Parser(source, _tokenize(source))
-    tree = parser.parse_or()
+    try:
+        tree = parser.parse_or()
+    except RecursionError:
+        raise ExpressionError(f"condition nests too deeply; simplify {source[:40]!r}...") from None
     if parser.peek() is not None:
         raise ExpressionError(f"unexpected {parser.peek()[1]!r} in {source!r}; join conditions with and / or")
     cond = Condition(source, tree)
@@ -73,7 +76,9 @@ def _tokenize(source: str) -> list[tuple[str, str]]:
             break
         m = _TOKEN.match(source, pos)
         if not m or m.end() == pos:
-            raise ExpressionError(f"cannot read {source[pos:].strip()[:20]!r} in {source!r}")
+            rest = source[pos:].strip()
+            hint = "; compare with ==, not =" if rest.startswith("=") else ""
+            raise ExpressionError(f"cannot read {rest[:20]!r} in {source!r}{hint}")
         kind = m.lastgroup
         text = m.group(kind)
         if kind == "name" and text in _KEYWORDS:

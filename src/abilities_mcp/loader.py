@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import typing
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from .checks import check_ability
@@ -21,6 +22,27 @@ STEP_MODELS: dict[str, type[BaseModel]] = {
     "skill": SkillStep,
     "approval": ApprovalStep,
     "workflow": WorkflowStep,
+}
+# Words authors reach for when they mean one of our step types.
+STEP_TYPE_ALIASES = {
+    "shell": "script",
+    "bash": "script",
+    "sh": "script",
+    "command": "script",
+    "run": "script",
+    "cmd": "script",
+    "subagent": "agent",
+    "task": "agent",
+    "prompt": "agent",
+    "llm": "agent",
+    "human": "approval",
+    "approve": "approval",
+    "confirm": "approval",
+    "gate": "approval",
+    "ability": "workflow",
+    "call": "workflow",
+    "subworkflow": "workflow",
+    "nested": "workflow",
 }
 # An ability file larger than this is refused unread: nobody writes a 1 MiB workflow by hand.
 MAX_FILE_BYTES = 1024 * 1024
@@ -74,8 +96,10 @@ def _read_yaml(path: Path) -> tuple[Any, list[tuple[str, str]]]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return None, [("", f"cannot read the file: {exc}")]
+    import yaml
+
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         return None, [("", _yaml_message(exc))]
     if not isinstance(data, dict):
@@ -84,30 +108,36 @@ def _read_yaml(path: Path) -> tuple[Any, list[tuple[str, str]]]:
     return data, []
 
 
-def _yaml_message(exc: yaml.YAMLError) -> str:
+def _yaml_message(exc: Exception) -> str:
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
     problem = getattr(exc, "problem", None) or str(exc)
     return f"YAML does not parse{where}: {problem}; check the indentation and quoting there"
 
 
-class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """Safe YAML that refuses a key written twice (the second would silently win)."""
+@functools.cache
+def _strict_loader() -> type:
+    """Safe YAML (the C loader when available) that refuses a key written twice; built on first use."""
+    import yaml
 
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key {key!r} is written twice; keep one", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
+    def construct_mapping(loader, node, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue  # SafeLoader's own construct_mapping reports the unhashable key
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is written twice; keep one", key_node.start_mark
+                )
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
 
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    strict = type("StrictLoader", (base,), {})
+    strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return strict
 
 
 def explain(exc: ValidationError) -> list[tuple[str, str]]:
@@ -151,7 +181,7 @@ def _message(err: dict) -> str:
         return f"step has no type; add type: {' | '.join(STEP_MODELS)}"
     if kind == "union_tag_invalid":
         tag = str(err["ctx"].get("tag", ""))
-        close = did_you_mean(tag, STEP_MODELS)
+        close = STEP_TYPE_ALIASES.get(tag.lower()) or did_you_mean(tag, STEP_MODELS)
         hint = f"did you mean {close!r}? " if close else ""
         return f"unknown step type {tag!r}; {hint}use one of {', '.join(STEP_MODELS)}"
     if kind == "string_pattern_mismatch":

@@ -53,7 +53,8 @@ StepId = Annotated[str, Field(pattern=STEP_ID)]
 class Strict(BaseModel):
     """Every model refuses unknown keys: a typo must not silently drop a rule."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # defer_build: validators are built on first use, not at import, so serving starts faster.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class InputSpec(Strict):
@@ -206,6 +207,7 @@ class Ability(Strict):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
+        defer_build=True,
         json_schema_extra={"title": "abilities-mcp ability"},
     )
 

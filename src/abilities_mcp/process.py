@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from anyio.abc import ByteReceiveStream
 
 # Grace between SIGTERM and SIGKILL for a step's process group.
 KILL_GRACE_SECONDS = 2.0
@@ -24,6 +23,8 @@ HEAD_BYTES = 24 * 1024
 TAIL_BYTES = 24 * 1024
 # How long to wait for the pipes to close once the group is dead (a process that escaped the group may hold them).
 DRAIN_SECONDS = 2.0
+# Bytes read from a pipe at a time.
+READ_CHUNK = 64 * 1024
 # Marks every step process's environment, so recovery can tell our leftovers from strangers with a reused pgid.
 MARKER_VAR = "ABILITIES_MCP_STEP"
 
@@ -86,7 +87,9 @@ async def run_script(
     `on_start(pgid)` runs once the group exists and `on_end(pgid)` once it is dead, whatever ended the step.
     """
     started = time.monotonic()
-    process = await anyio.open_process(
+    # Popen + epoll on the pipes and a pidfd: asyncio's default child watcher starts a thread per process,
+    # which costs more than the spawn itself.
+    process = subprocess.Popen(
         ["sh", "-c", command],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -96,16 +99,16 @@ async def run_script(
         start_new_session=True,
     )
     pgid = process.pid  # start_new_session makes the shell its group's leader
-    on_start(pgid)
     out, err = Capture(), Capture()
     eof = (anyio.Event(), anyio.Event())
     timed_out = False
     try:
+        on_start(pgid)
         async with anyio.create_task_group() as readers:
             readers.start_soon(_pump, process.stdout, out, eof[0])
             readers.start_soon(_pump, process.stderr, err, eof[1])
             with anyio.move_on_after(timeout) as deadline:
-                await process.wait()
+                await wait_exit(process)
             timed_out = deadline.cancelled_caught
             with anyio.CancelScope(shield=True):
                 await kill_group(pgid, process)
@@ -116,7 +119,9 @@ async def run_script(
     finally:
         with anyio.CancelScope(shield=True):
             await kill_group(pgid, process)
-            await process.aclose()
+            for pipe in (process.stdout, process.stderr):
+                anyio.notify_closing(pipe)
+                pipe.close()
         on_end(pgid)
     return ScriptResult(
         pgid=pgid,
@@ -130,32 +135,56 @@ async def run_script(
     )
 
 
-async def _pump(stream: ByteReceiveStream | None, capture: Capture, eof: anyio.Event) -> None:
+async def _pump(pipe, capture: Capture, eof: anyio.Event) -> None:
+    fd = pipe.fileno()
+    os.set_blocking(fd, False)
     try:
-        if stream is not None:
-            async for chunk in stream:
-                capture.feed(chunk)
-    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        while True:
+            await anyio.wait_readable(pipe)
+            try:
+                chunk = os.read(fd, READ_CHUNK)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return
+            capture.feed(chunk)
+    except (OSError, anyio.ClosedResourceError):
         pass
     finally:
         eof.set()
 
 
-async def kill_group(pgid: int, process=None) -> None:
-    """SIGTERM the whole group, then SIGKILL whatever is left after the grace."""
-    if not _signal_group(pgid, signal.SIGTERM):
+async def wait_exit(process: subprocess.Popen) -> None:
+    """Wait for the process to exit (and reap it) without a thread: a pidfd where the kernel has one."""
+    if process.poll() is not None:
         return
-    with anyio.move_on_after(KILL_GRACE_SECONDS):
-        while group_alive(pgid):
-            if process is not None and process.returncode is None:
-                with anyio.move_on_after(0.02):
-                    await process.wait()
-            else:
-                await anyio.sleep(0.02)
-        return
-    _signal_group(pgid, signal.SIGKILL)
-    if process is not None and process.returncode is None:
-        await process.wait()
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        if pidfd is not None:
+            await anyio.wait_readable(pidfd)
+        pause = 0.005
+        while process.poll() is None:  # without a pidfd (or on a spurious wake-up), poll with a growing pause
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 0.1)
+    finally:
+        if pidfd is not None:
+            anyio.notify_closing(pidfd)
+            os.close(pidfd)
+
+
+async def kill_group(pgid: int, process: subprocess.Popen | None = None) -> None:
+    """SIGTERM the whole group, then SIGKILL whatever is left after the grace; reap our own child."""
+    if _signal_group(pgid, signal.SIGTERM):
+        with anyio.move_on_after(KILL_GRACE_SECONDS) as grace:
+            while group_alive(pgid):
+                await anyio.sleep(0.01)
+        if grace.cancelled_caught:
+            _signal_group(pgid, signal.SIGKILL)
+    if process is not None:
+        await wait_exit(process)
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

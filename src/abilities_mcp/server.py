@@ -128,8 +128,7 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
             run_id = session.engine.start(name, _parse_inputs(inputs), session.session_id(ctx))
 
         async def progress(live: LiveRun) -> None:
-            view = run_view(session.store.get_run(live.run_id))
-            await ctx.report_progress(view.progress.done, view.progress.total, live.message)
+            await ctx.report_progress(live.finished_steps(), len(live.ability.steps), live.message)
 
         await session.engine.wait(run_id, wait_seconds, progress)
         return run_view(session.store.get_run(run_id))

@@ -61,20 +61,98 @@ def render_text(template: str, resolve: Resolver) -> str:
 
 def render_shell(command: str, resolve: Resolver) -> tuple[str, dict[str, str]]:
     """Rewrite placeholders as quoted environment variable expansions; return the command and those variables."""
-    out: list[str] = []
-    env: dict[str, str] = {}
-    stack: list[str] = ["plain"]
-    i = 0
-    while i < len(command):
-        m = PLACEHOLDER.match(command, i)
-        if m:
-            name = f"{ENV_PREFIX}{len(env) + 1}"
-            env[name] = as_text(resolve(parse_reference(m.group(1)))).replace("\0", "")
-            out.append(_expansion(name, stack[-1]))
-            i = m.end()
-            continue
-        i = _scan(command, i, stack, out)
-    return "".join(out), env
+    renderer = _ShellRenderer(command, resolve)
+    renderer.render()
+    return "".join(renderer.out), renderer.env
+
+
+_WORD_START = " \t\n;&|()"
+
+
+class _ShellRenderer:
+    """Walks a command once, tracking the shell's quoting context so each placeholder is quoted to fit it.
+
+    Contexts: plain, single, double, paren (inside `$(` or `(`), backtick. Comments are copied through;
+    heredoc bodies are copied line by line, their placeholders expanded unquoted (or refused in a quoted heredoc,
+    where nothing expands).
+    """
+
+    def __init__(self, command: str, resolve: Resolver):
+        self.command, self.resolve = command, resolve
+        self.out: list[str] = []
+        self.env: dict[str, str] = {}
+        self.stack = ["plain"]
+        self.heredocs: list[tuple[str, bool, bool]] = []  # (delimiter, quoted, strip tabs)
+        self.i = 0
+
+    def render(self) -> None:
+        while self.i < len(self.command):
+            m = PLACEHOLDER.match(self.command, self.i)
+            if m:
+                self.out.append(_expansion(self._variable(m.group(1)), self.stack[-1]))
+                self.i = m.end()
+            else:
+                self._step()
+
+    def _variable(self, text: str) -> str:
+        name = f"{ENV_PREFIX}{len(self.env) + 1}"
+        self.env[name] = as_text(self.resolve(parse_reference(text))).replace("\0", "")
+        return name
+
+    def _step(self) -> None:
+        c, ch, top = self.command, self.command[self.i], self.stack[-1]
+        unquoted = top in ("plain", "paren", "backtick")
+        if unquoted and ch == "#" and (self.i == 0 or c[self.i - 1] in _WORD_START):
+            end = c.find("\n", self.i)
+            end = len(c) if end < 0 else end
+            self.out.append(c[self.i : end])
+            self.i = end
+        elif unquoted and c.startswith("<<", self.i) and not c.startswith("<<<", self.i):
+            self._heredoc_operator()
+        elif unquoted and ch == "\n" and self.heredocs:
+            self._copy(1)
+            self._heredoc_bodies()
+        else:
+            self.i = _scan(c, self.i, self.stack, self.out)
+
+    def _copy(self, n: int) -> None:
+        self.out.append(self.command[self.i : self.i + n])
+        self.i += n
+
+    def _heredoc_operator(self) -> None:
+        m = re.compile(r"<<(-?)[ \t]*(?:'([^'\n]*)'|\"([^\"\n]*)\"|([^\s;&|<>()]+))").match(self.command, self.i)
+        if not m:
+            self._copy(2)
+            return
+        bare = m.group(4)
+        quoted = bare is None or "\\" in bare
+        delimiter = (bare or m.group(2) or m.group(3) or "").replace("\\", "")
+        self.heredocs.append((delimiter, quoted, m.group(1) == "-"))
+        self._copy(m.end() - self.i)
+
+    def _heredoc_bodies(self) -> None:
+        for delimiter, quoted, strip_tabs in self.heredocs:
+            while self.i < len(self.command):
+                end = self.command.find("\n", self.i)
+                end = len(self.command) if end < 0 else end + 1
+                line = self.command[self.i : end]
+                self.i = end
+                if (line.lstrip("\t") if strip_tabs else line).rstrip("\n") == delimiter:
+                    self.out.append(line)
+                    break
+                self.out.append(self._body_line(line, quoted, delimiter))
+        self.heredocs = []
+
+    def _body_line(self, line: str, quoted: bool, delimiter: str) -> str:
+        def expand(m: re.Match) -> str:
+            if quoted:
+                raise TemplateError(
+                    f"{{{{{m.group(1)}}}}} sits in a quoted heredoc (<<'{delimiter}'), where nothing expands; "
+                    "unquote the delimiter or pass the value on the command line"
+                )
+            return "${" + self._variable(m.group(1)) + "}"
+
+        return PLACEHOLDER.sub(expand, line)
 
 
 def _expansion(var: str, context: str) -> str:

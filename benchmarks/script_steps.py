@@ -1,0 +1,96 @@
+"""Script steps: `ability_run` of an ability with 100 sequential `true` steps over stdio, timed from request to
+response, against 100 `sh -c true` spawns done with subprocess.run in this process (the floor: the processes
+alone, with none of the engine's bookkeeping).
+
+    .venv/bin/python benchmarks/script_steps.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from _harness import StdioClient, abilities_argv, final_line, isolated_env, log, spread
+
+STEPS = 100
+# Each repetition is well under a second: enough of them to make the median steady on a shared machine.
+REPEATS, QUICK_REPEATS = 11, 2
+# The run must finish inside one call; the call's own timeout leaves the server room to answer.
+WAIT_SECONDS = 120
+REPLY_TIMEOUT_S = WAIT_SECONDS + 30
+# The engine (state writes, process groups, output capture) may add at most half again to the bare spawns.
+GOAL_RATIO = 1.5
+
+
+def chain_ability(steps: int) -> str:
+    """steps s001..sNNN, each `true`, each needing the one before."""
+    lines = ["description: A chain of trivial script steps, each needing the one before", "steps:"]
+    for i in range(1, steps + 1):
+        needs = f", needs: [s{i - 1:03d}]" if i > 1 else ""
+        lines.append(f'  - {{id: s{i:03d}, type: script, run: "true"{needs}}}')
+    return "\n".join(lines) + "\n"
+
+
+def time_run(server: StdioClient) -> float:
+    """One ability_run, request to response; the run must have completed every step."""
+    started = time.perf_counter()
+    result = server.call_tool("ability_run", {"name": "chain", "wait_seconds": WAIT_SECONDS}, timeout=REPLY_TIMEOUT_S)
+    elapsed = time.perf_counter() - started
+    run = result["structuredContent"]
+    if run["status"] != "completed" or run["progress"]["done"] != STEPS:
+        raise RuntimeError(f"run did not complete: {run['status']} {run['progress']} {run.get('error')}")
+    return elapsed
+
+
+def time_spawns(cwd: Path) -> float:
+    """The floor: the same number of `sh -c true` processes, output captured as the server captures it."""
+    started = time.perf_counter()
+    for _ in range(STEPS):
+        subprocess.run(["sh", "-c", "true"], cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, check=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPEATS} repetitions instead of {REPEATS}")
+    args = parser.parse_args()
+    repeats = QUICK_REPEATS if args.quick else REPEATS
+
+    with tempfile.TemporaryDirectory(prefix="bench-steps-") as tmp:
+        tmp_path = Path(tmp)
+        root = tmp_path / "project"
+        (root / "abilities").mkdir(parents=True)
+        (root / "abilities" / "chain.yaml").write_text(chain_ability(STEPS))
+        server = StdioClient(
+            abilities_argv(root, tmp_path / "state"),
+            env=isolated_env(tmp_path / "home"),
+            cwd=root,
+            stderr_path=tmp_path / "server.stderr",
+        )
+        try:
+            server.initialize()
+            time_run(server)  # warm-up: catalog load, the step watchdog, the first spawns
+            time_spawns(root)
+            runs: list[float] = []
+            spawns: list[float] = []
+            for i in range(repeats):
+                if i % 2 == 0:  # alternate which goes first
+                    runs.append(time_run(server))
+                    spawns.append(time_spawns(root))
+                else:
+                    spawns.append(time_spawns(root))
+                    runs.append(time_run(server))
+        finally:
+            server.close()
+
+    log(f"script_steps: {STEPS} sequential `true` steps, {repeats} interleaved repetitions")
+    log(f"  ability_run  {spread(runs)}")
+    log(f"  sh -c true   {spread(spawns)}")
+    print(final_line("script_steps", runs, spawns, GOAL_RATIO, "runs"), flush=True)
+
+
+if __name__ == "__main__":
+    main()
