@@ -644,3 +644,18 @@ async def test_ability_list_shows_inputs_steps_and_validity_and_filters_by_agent
     assert info["only-deployer"]["steps"][0]["id"] == "s" and info["anyone"]["valid"]
     for_reviewer = (await client.call_tool("ability_list", {"agent": "reviewer"})).structured_content["abilities"]
     assert [a["name"] for a in for_reviewer] == ["anyone"]
+
+
+async def test_a_large_output_reports_its_total_size_and_keeps_only_the_tail(client, write) -> None:
+    write(
+        "big",
+        """
+        description: big
+        steps:
+          - {id: s, type: script, run: 'seq 1 100000'}
+    """,
+    )
+    step = steps(await run(client, "big"))["s"]
+    assert step["output_bytes"] == len("".join(f"{i}\n" for i in range(1, 100001)))
+    assert step["output"].endswith("99999\n100000") and "characters truncated" in step["output"]
+    assert len(step["output"]) < 4200

@@ -74,3 +74,13 @@ def test_prune_keeps_the_newest_runs_and_drops_old_ones_but_never_live_ones(tmp_
         store.create_run(make_run(f"r{i}", started=time.time() + i))
     assert store.prune(keep_runs=3, keep_days=30) == 3
     assert {r.run_id for r in store.runs(limit=50)} == {"r2", "r3", "r4", "ancient-live"}
+
+
+def test_an_owner_that_died_but_was_not_yet_reaped_counts_as_dead(tmp_path: Path) -> None:
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = None
+    while zombie.poll() is None and start is None:  # read its start time while it lives, if we are quick enough
+        start = process_start(zombie.pid)
+    os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)  # exited, still a zombie: not reaped
+    assert not owner_alive(zombie.pid, start or 1)
+    zombie.wait()

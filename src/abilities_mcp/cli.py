@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -21,7 +22,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     project = Project.resolve(args.root, args.state_dir)
-    return COMMANDS[args.command or "serve"](project, args)
+    try:
+        return COMMANDS[args.command or "serve"](project, args)
+    except BrokenPipeError:  # `abilities-mcp schema ability | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def serve(project: Project, args: argparse.Namespace) -> int:

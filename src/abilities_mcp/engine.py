@@ -262,6 +262,8 @@ class Engine:
             duration_ms=result.duration_ms,
             output=output,
             stderr=result.stderr,
+            output_bytes=result.stdout_bytes,
+            stderr_bytes=result.stderr_bytes,
             finished_at=time.time(),
             error=problem,
         )

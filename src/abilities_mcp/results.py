@@ -41,6 +41,7 @@ class StepResult(BaseModel):
     exit_code: int | None = None
     duration_ms: int | None = None
     output: str | None = Field(None, description="Tail of the output, at most 4 KiB")
+    output_bytes: int | None = Field(None, description="Total size of what the step printed to stdout")
     error: str | None = None
 
 

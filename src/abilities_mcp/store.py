@@ -33,7 +33,8 @@ CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
 CREATE TABLE IF NOT EXISTS steps (
     run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, step_id TEXT NOT NULL,
     position INTEGER NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-    exit_code INTEGER, duration_ms INTEGER, output TEXT, stderr TEXT, error TEXT, pgid INTEGER,
+    exit_code INTEGER, duration_ms INTEGER, output TEXT, stderr TEXT, output_bytes INTEGER, stderr_bytes INTEGER,
+    error TEXT, pgid INTEGER,
     started_at REAL, finished_at REAL,
     PRIMARY KEY (run_id, step_id)
 );
@@ -59,6 +60,8 @@ class StepRecord:
     duration_ms: int | None = None
     output: str | None = None
     stderr: str | None = None
+    output_bytes: int | None = None
+    stderr_bytes: int | None = None
     error: str | None = None
     pgid: int | None = None
     started_at: float | None = None
@@ -227,7 +230,7 @@ def process_start(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
-        return int(fields[19])
+        return None if fields[0] == b"Z" else int(fields[19])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -242,4 +245,7 @@ def owner_alive(pid: int | None, start: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    return start is None or process_start(pid) in (None, start)
+    if start is None:
+        return True
+    now = process_start(pid)
+    return now == start or (now is None and not os.path.exists(f"/proc/{pid}/stat"))  # a zombie is dead

@@ -99,6 +99,7 @@ def _step_result(step: StepRecord) -> StepResult:
         exit_code=step.exit_code,
         duration_ms=step.duration_ms,
         output=output,
+        output_bytes=step.output_bytes,
         error=step.error,
     )
 

@@ -1,0 +1,74 @@
+"""The MCP Inspector's CLI, a third-party client, lists and calls the server's tools over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+# The first run downloads the Inspector through npx; later runs take a couple of seconds.
+INSPECTOR_TIMEOUT_SECONDS = 300
+ABILITY_TOOLS = {
+    "ability_list",
+    "ability_validate",
+    "ability_run",
+    "ability_status",
+    "ability_cancel",
+    "ability_resume",
+    "ability_history",
+}
+READ_ONLY_TOOLS = {"ability_list", "ability_validate", "ability_status", "ability_history"}
+# Captured at import, before the tests point HOME at a scratch folder: npx keeps its downloads in the real cache.
+NPM_CACHE = Path(os.environ.get("npm_config_cache") or Path(os.environ.get("HOME", "~")).expanduser() / ".npm")
+
+
+@pytest.fixture(scope="module")
+def npx() -> str:
+    found = shutil.which("npx")
+    if found is None:
+        if os.environ.get("ABILITIES_REQUIRE_INSPECTOR"):
+            pytest.fail("ABILITIES_REQUIRE_INSPECTOR is set but npx is not on PATH; install Node.js")
+        pytest.skip("npx is not installed (set ABILITIES_REQUIRE_INSPECTOR=1 to make this a failure)")
+    return found
+
+
+def inspect(npx: str, root: Path, *args: str) -> dict:
+    """Run the Inspector CLI against `python -m abilities_mcp --root ROOT`; return its JSON result."""
+    result = subprocess.run(
+        [npx, "-y", INSPECTOR, "--cli", sys.executable, "-m", "abilities_mcp", "--root", str(root), *args]
+        + ["--format", "json", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=INSPECTOR_TIMEOUT_SECONDS,
+        env={**os.environ, "npm_config_cache": str(NPM_CACHE), "npm_config_update_notifier": "false"},
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["result"]
+
+
+def test_the_inspector_lists_the_seven_ability_tools_with_read_only_hints(npx: str, root: Path, write) -> None:
+    write("hello", "description: says hello\nsteps:\n  - {id: greet, type: script, run: echo hello}\n")
+
+    tools = {t["name"]: t for t in inspect(npx, root, "--method", "tools/list")["tools"]}
+
+    assert ABILITY_TOOLS <= tools.keys()
+    for name in ABILITY_TOOLS:
+        read_only = (tools[name].get("annotations") or {}).get("readOnlyHint", False)
+        assert read_only == (name in READ_ONLY_TOOLS), name
+
+
+def test_the_inspector_calls_ability_list_and_gets_structured_content(npx: str, root: Path, write) -> None:
+    write("hello", "description: says hello\nsteps:\n  - {id: greet, type: script, run: echo hello}\n")
+
+    result = inspect(npx, root, "--method", "tools/call", "--tool-name", "ability_list")
+
+    assert result["isError"] is False
+    [ability] = result["structuredContent"]["abilities"]
+    assert (ability["name"], ability["description"], ability["valid"]) == ("hello", "says hello", True)
+    assert [s["id"] for s in ability["steps"]] == ["greet"]

@@ -1,0 +1,393 @@
+"""The real server as a subprocess: stdio framing, a killed server and its successor, a client that hangs up,
+output floods, and input values that must never become shell code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import textwrap
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp import Client
+
+from abilities_mcp.store import RunRecord, Store
+from conftest import stdio_params
+
+# Longest JSON-RPC line the raw client accepts (a Run with 4 KiB step tails is far smaller).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+# How long a raw request may take before the test fails instead of hanging.
+REQUEST_TIMEOUT_SECONDS = 30
+# The flood test's bound on the server's resident memory while a step prints hundreds of megabytes.
+MAX_SERVER_RSS_BYTES = 250 * 1024 * 1024
+FLOOD_BYTES = 300_000_000
+LIVE_STATES = {"pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision"}
+
+
+# --- helpers ----------------------------------------------------------------------------------------------------
+
+
+async def until(condition: Callable[[], Any], timeout: float = 10.0) -> Any:
+    """Poll `condition` until it is truthy (and return it), failing after `timeout` seconds."""
+    with anyio.fail_after(timeout):
+        while not (value := condition()):
+            await anyio.sleep(0.05)
+    return value
+
+
+def sleeping(*seconds: int) -> list[psutil.Process]:
+    """Live (not zombie) `sleep N` processes for the given durations, whoever their parent is."""
+    wanted = {str(s) for s in seconds}
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmd = proc.info["cmdline"] or []
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and len(cmd) == 2 and cmd[0].endswith("sleep"):
+            if cmd[1] in wanted:
+                found.append(proc)
+    return found
+
+
+@pytest.fixture
+def sleep_seconds() -> Iterator[Callable[[], int]]:
+    """Sleep durations unique to this test, so its processes can be found; whatever is left is killed after."""
+    chosen: list[int] = []
+
+    def pick() -> int:
+        chosen.append(random.randrange(1_000_000, 9_999_999))
+        return chosen[-1]
+
+    yield pick
+    for proc in sleeping(*chosen):
+        with suppress(psutil.Error):
+            proc.kill()
+
+
+def stored_run(root: Path, run_id: str) -> RunRecord:
+    """The run as the state file holds it, read without starting a server (which would recover runs)."""
+    store = Store(root / ".abilities" / "state.db")
+    try:
+        record = store.get_run(run_id)
+    finally:
+        store.close()
+    assert record is not None, f"run {run_id} is not in the state file"
+    return record
+
+
+class RawServer:
+    """The real server spoken to in raw JSON-RPC lines, so the test holds its pid and its stdin."""
+
+    def __init__(self, process: Process):
+        self.process = process
+        assert process.stdout is not None and process.stdin is not None
+        self.stdout = BufferedByteReceiveStream(process.stdout)
+        self.ids = itertools.count(1)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(json.dumps(message).encode() + b"\n")
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = next(self.ids)
+        await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        with anyio.fail_after(REQUEST_TIMEOUT_SECONDS):
+            while True:
+                message = json.loads(await self.stdout.receive_until(b"\n", MAX_LINE_BYTES))
+                if message.get("id") == request_id:
+                    assert "result" in message, message
+                    return message["result"]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = await self.request("tools/call", {"name": name, "arguments": arguments})
+        assert not result.get("isError"), result
+        return result["structuredContent"]
+
+
+@asynccontextmanager
+async def raw_server(root: Path, stderr_file: Path) -> AsyncIterator[RawServer]:
+    """Start `python -m abilities_mcp --root ROOT` and complete the initialize handshake."""
+    params = stdio_params(root)
+    with stderr_file.open("wb") as stderr:
+        process = await anyio.open_process([params.command, *params.args], env=params.env, stderr=stderr)
+    try:
+        server = RawServer(process)
+        await server.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw-test", "version": "0"}},
+        )
+        await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        yield server
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
+            await process.aclose()
+
+
+def server_process(root: Path) -> psutil.Process:
+    """The server this test process spawned for `root` (a child running `-m abilities_mcp --root ROOT`)."""
+    for child in psutil.Process().children(recursive=True):
+        with suppress(psutil.Error):
+            cmd = child.cmdline()
+            if "abilities_mcp" in cmd and str(root) in cmd:
+                return child
+    raise AssertionError(f"no abilities_mcp server running for {root}")
+
+
+def sleepy_ability(write: Callable[[str, str], Path], background: int, foreground: int) -> None:
+    """An ability whose only step sleeps (with a background grandchild) on its first attempt, and is quick after."""
+    write(
+        "slow",
+        f"""
+        description: sleeps on the first attempt, answers at once on the next
+        steps:
+          - id: wait
+            type: script
+            run: |
+              if [ -e attempted ]; then echo second attempt; exit 0; fi
+              touch attempted
+              sleep {background} &
+              sleep {foreground}
+        """,
+    )
+
+
+# --- framing ----------------------------------------------------------------------------------------------------
+
+
+async def test_framing_stays_intact_while_a_step_prints_heavily_to_stdout_and_stderr(root: Path, write) -> None:
+    write(
+        "noisy",
+        r"""
+        description: prints a lot everywhere it can
+        steps:
+          - id: noise
+            type: script
+            run: |
+              yes line | head -n 200000
+              yes errline | head -n 200000 >&2
+              echo "not json at all" > /proc/$PPID/fd/1 2>/dev/null || true
+              echo "not json either" > /proc/$PPID/fd/2 2>/dev/null || true
+              echo finished
+        """,
+    )
+    unexpected: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, Exception):
+            unexpected.append(message)
+
+    params = stdio_params(root, "--log-level", "debug")
+    async with Client(params, mode="legacy", message_handler=on_message) as client:
+        result = await client.call_tool("ability_run", {"name": "noisy", "wait_seconds": 60})
+        assert not result.is_error, result.content
+        run = result.structured_content
+        assert run["status"] == "completed"
+        assert run["steps"][0]["output"].endswith("line\nline\nfinished")
+
+        history = await client.call_tool("ability_history", {})
+        assert [(r["run_id"], r["status"]) for r in history.structured_content["runs"]] == [
+            (run["run_id"], "completed")
+        ]
+        listed = await client.call_tool("ability_list", {})
+        assert [a["name"] for a in listed.structured_content["abilities"]] == ["noisy"]
+    assert unexpected == []
+
+
+# --- a server killed mid-run, and the next one ------------------------------------------------------------------
+
+
+async def test_a_server_killed_with_sigkill_takes_its_step_processes_with_it(
+    root: Path, write, sleep_seconds, tmp_path: Path
+) -> None:
+    background, foreground = sleep_seconds(), sleep_seconds()
+    sleepy_ability(write, background, foreground)
+
+    async with raw_server(root, tmp_path / "server.log") as server:
+        run_id = (await server.call_tool("ability_run", {"name": "slow", "wait_seconds": 0}))["run_id"]
+        await until(lambda: len(sleeping(background, foreground)) == 2)
+        await until(lambda: stored_run(root, run_id).steps[0].pgid)  # the server has taken charge of the group
+        server.process.kill()
+        with anyio.fail_after(10):
+            await server.process.wait()
+        await until(lambda: not sleeping(background, foreground), timeout=5)
+
+
+async def test_a_run_whose_server_died_hard_is_interrupted_cleaned_up_and_resumable_by_a_new_server(
+    root: Path, write, sleep_seconds, tmp_path: Path
+) -> None:
+    background, foreground = sleep_seconds(), sleep_seconds()
+    sleepy_ability(write, background, foreground)
+
+    async with raw_server(root, tmp_path / "first-server.log") as first:
+        run_id = (await first.call_tool("ability_run", {"name": "slow", "wait_seconds": 0}))["run_id"]
+        await until(lambda: len(sleeping(background, foreground)) == 2)
+        pgid = await until(lambda: stored_run(root, run_id).steps[0].pgid)
+        kill_all_but_the_step(psutil.Process(first.process.pid), pgid)
+        with anyio.fail_after(10):
+            await first.process.wait()
+    assert len(sleeping(background, foreground)) == 2, "the dead server's step should be left over"
+
+    async with Client(stdio_params(root), mode="legacy") as second:
+        status = await second.call_tool("ability_status", {"run_id": run_id})
+        assert not status.is_error, status.content
+        assert status.structured_content["status"] == "interrupted"
+        assert status.structured_content["steps"][0]["status"] == "cancelled"
+        assert {"tool": "ability_resume", "arguments": {"run_id": run_id}} in status.structured_content["next_calls"]
+
+        history = await second.call_tool("ability_history", {})
+        assert (run_id, "interrupted") in [(r["run_id"], r["status"]) for r in history.structured_content["runs"]]
+
+        await until(lambda: not sleeping(background, foreground), timeout=5)
+
+        resumed = await second.call_tool("ability_resume", {"run_id": run_id, "wait_seconds": 30})
+        assert not resumed.is_error, resumed.content
+        assert resumed.structured_content["status"] == "completed"
+        assert resumed.structured_content["steps"][0]["status"] == "completed"
+        assert resumed.structured_content["steps"][0]["output"] == "second attempt"
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def kill_all_but_the_step(server: psutil.Process, step_pgid: int) -> None:
+    """SIGKILL the server and every helper it started (a watchdog, say), sparing only the step's process group:
+    the hardest death, where nothing of the server survives to clean up."""
+    helpers = [p for p in server.children(recursive=True) if _pgid(p.pid) != step_pgid]
+    for proc in [*helpers, server]:
+        with suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(helpers, timeout=5)
+
+
+# --- the client hangs up ----------------------------------------------------------------------------------------
+
+
+async def test_closing_stdin_while_a_step_runs_kills_its_process_group_and_leaves_the_run_interrupted(
+    root: Path, write, sleep_seconds, tmp_path: Path
+) -> None:
+    background, foreground = sleep_seconds(), sleep_seconds()
+    sleepy_ability(write, background, foreground)
+
+    async with raw_server(root, tmp_path / "server.log") as server:
+        run_id = (await server.call_tool("ability_run", {"name": "slow", "wait_seconds": 0}))["run_id"]
+        await until(lambda: len(sleeping(background, foreground)) == 2)
+        await until(lambda: stored_run(root, run_id).steps[0].pgid)
+        assert server.process.stdin is not None
+        await server.process.stdin.aclose()
+        with anyio.fail_after(15):
+            exit_code = await server.process.wait()
+        assert exit_code == 0, (tmp_path / "server.log").read_text()
+        assert sleeping(background, foreground) == []
+
+    record = stored_run(root, run_id)
+    assert record.status == "interrupted"
+    assert record.steps[0].status == "cancelled"
+    assert "ability_resume" in (record.error or "")
+
+
+# --- floods -----------------------------------------------------------------------------------------------------
+
+
+async def test_a_step_printing_hundreds_of_megabytes_leaves_the_server_small_and_answering(root: Path, write) -> None:
+    write(
+        "flood",
+        f"""
+        description: floods both streams
+        steps:
+          - id: flood
+            type: script
+            run: |
+              yes out | head -c {FLOOD_BYTES} &
+              yes err | head -c {FLOOD_BYTES} >&2
+              wait
+        """,
+    )
+    peak_rss, samples = 0, 0
+
+    def flooding() -> bool:
+        for proc in server.children(recursive=True):
+            with suppress(psutil.Error):
+                if f"head -c {FLOOD_BYTES}" in " ".join(proc.cmdline()):
+                    return True
+        return False
+
+    async def sample_rss() -> None:
+        nonlocal peak_rss, samples
+        while True:
+            peak_rss = max(peak_rss, server.memory_info().rss)
+            samples += 1
+            await anyio.sleep(0.01)
+
+    async with Client(stdio_params(root), mode="legacy") as client:
+        server = server_process(root)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sample_rss)
+            started = await client.call_tool("ability_run", {"name": "flood", "wait_seconds": 0})
+            run_id = started.structured_content["run_id"]
+            await until(flooding)
+
+            history = await client.call_tool("ability_history", {})
+            status = await client.call_tool("ability_status", {"run_id": run_id})
+            assert run_id in [r["run_id"] for r in history.structured_content["runs"]]
+            assert status.structured_content["steps"][0]["status"] == "running", "answered only after the flood"
+
+            with anyio.fail_after(60):
+                while status.structured_content["status"] in LIVE_STATES:
+                    status = await client.call_tool("ability_status", {"run_id": run_id, "wait_seconds": 30})
+            tg.cancel_scope.cancel()
+
+    assert status.structured_content["status"] == "completed", status.structured_content
+    assert status.structured_content["steps"][0]["output"].endswith("out\nout")
+    assert samples > 10
+    assert peak_rss < MAX_SERVER_RSS_BYTES, f"server peaked at {peak_rss / 2**20:.0f} MiB"
+
+
+# --- input values are never shell code -------------------------------------------------------------------------
+
+# Everything a shell would act on: command substitution both ways, quotes of both kinds, runs of spaces, globs,
+# separators and a pipe.
+HOSTILE = "$(touch PWNED) `touch PWNED` \"double\" 'single' two  spaces * ?.txt ; echo leaked | cat"
+PLACEMENTS = {
+    "bare": ("{{inputs.x}}", HOSTILE),
+    "double-quoted": ('"{{inputs.x}}"', HOSTILE),
+    "single-quoted": ("'{{inputs.x}}'", HOSTILE),
+    "inside-a-word": ("--name={{inputs.x}}end", f"--name={HOSTILE}end"),
+    "inside-single-quotes": ("'pre {{inputs.x}} post'", f"pre {HOSTILE} post"),
+    "inside-double-quotes": ('"pre {{inputs.x}} post"', f"pre {HOSTILE} post"),
+}
+
+
+@pytest.mark.parametrize(("placement", "expected"), PLACEMENTS.values(), ids=PLACEMENTS.keys())
+async def test_an_input_value_arrives_as_exactly_one_word_and_never_runs(
+    root: Path, placement: str, expected: str
+) -> None:
+    (root / "abilities" / "echo.yaml").write_text(
+        "description: prints each argument in brackets\n"
+        "inputs: {x: {type: string, required: true}}\n"
+        "steps:\n"
+        "  - id: show\n"
+        "    type: script\n"
+        "    run: |\n" + textwrap.indent(f"printf '[%s]\\n' {placement}\n", " " * 6)
+    )
+    (root / "a.txt").write_text("a file a glob would find\n")
+
+    async with Client(stdio_params(root), mode="legacy") as client:
+        result = await client.call_tool("ability_run", {"name": "echo", "inputs": {"x": HOSTILE}})
+    assert not result.is_error, result.content
+    assert result.structured_content["status"] == "completed", result.structured_content
+    assert result.structured_content["steps"][0]["output"] == f"[{expected}]"
+    assert not (root / "PWNED").exists()
