@@ -84,3 +84,33 @@ def test_an_owner_that_died_but_was_not_yet_reaped_counts_as_dead(tmp_path: Path
     os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)  # exited, still a zombie: not reaped
     assert not owner_alive(zombie.pid, start or 1)
     zombie.wait()
+
+
+def test_a_state_file_from_before_a_schema_change_is_migrated_and_keeps_its_runs(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "s.db"
+    Store(db).create_run(make_run("old"))
+    raw = sqlite3.connect(db)
+    raw.execute("ALTER TABLE steps DROP COLUMN output_bytes")
+    raw.execute("PRAGMA user_version=0")
+    raw.commit()
+    raw.close()
+    store = Store(db)
+    store.update_step("old", "one", "succeed", status="completed", output_bytes=12)
+    assert store.get_run("old").steps[0].output_bytes == 12
+
+
+def test_a_state_file_from_a_newer_version_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    import sqlite3
+
+    import pytest
+
+    db = tmp_path / "s.db"
+    Store(db).close()
+    raw = sqlite3.connect(db)
+    raw.execute("PRAGMA user_version=99")
+    raw.commit()
+    raw.close()
+    with pytest.raises(RuntimeError, match="newer abilities-mcp.*--state-dir"):
+        Store(db)

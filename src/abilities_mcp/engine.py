@@ -63,6 +63,8 @@ class LiveRun:
     reason: str | None = None  # why it is being stopped: "cancel" | "shutdown"
     halt_error: str | None = None  # set by a step whose failure stops the run
     message: str = ""
+    # The server's environment, copied once per run (reading os.environ per step costs more than the spawn's setup).
+    base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
     def notify(self, message: str) -> None:
         """Wake everyone waiting for this run to change."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +35,7 @@ def prepare_script(step: ScriptStep, live: LiveRun, root: Path) -> tuple[str, Pa
         raise ValueError(f"cwd {step.cwd!r} resolves to {str(cwd)!r}, outside the project root; fix cwd")
     if not cwd.is_dir():
         raise ValueError(f"cwd {step.cwd!r} does not exist under the project root; create it or fix cwd")
-    env = {**os.environ, **{k: render_text(v, resolve).replace("\0", "") for k, v in step.env.items()}, **values}
+    env = {**live.base_env, **{k: render_text(v, resolve).replace("\0", "") for k, v in step.env.items()}, **values}
     return command, cwd, env
 
 

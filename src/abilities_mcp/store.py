@@ -44,6 +44,10 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, id);
 """
+# Bumped with every schema change; older files are migrated forward when opened.
+SCHEMA_VERSION = 1
+# Columns added after a table was first created: (table, column, type). Migration adds the missing ones.
+ADDED_COLUMNS = [("steps", "output_bytes", "INTEGER"), ("steps", "stderr_bytes", "INTEGER")]
 LIVE = ("pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision")
 
 
@@ -107,6 +111,24 @@ class Store:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.executescript(_SCHEMA)  # idempotent; busy_timeout queues concurrent creators
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring a state file written by an older version up to this schema; newer files are refused."""
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"{self.path} was written by a newer abilities-mcp (schema {version} > {SCHEMA_VERSION}); "
+                "upgrade abilities-mcp or point --state-dir elsewhere"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        with self.transaction() as db:
+            for table, column, kind in ADDED_COLUMNS:
+                present = {row["name"] for row in db.execute(f"PRAGMA table_info({table})")}
+                if column not in present:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
         self.db.close()
@@ -170,7 +192,6 @@ class Store:
                 f"UPDATE steps SET {', '.join(f'{k}=?' for k in fields)} WHERE run_id=? AND step_id=?",
                 (*fields.values(), run_id, step_id),
             )
-            db.execute("UPDATE runs SET updated_at=? WHERE run_id=?", (time.time(), run_id))
             self._event(run_id, step_id, event, detail)
 
     def _event(self, run_id: str, step_id: str | None, event: str, detail: str | None) -> None:
