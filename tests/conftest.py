@@ -79,3 +79,25 @@ def stdio_params(root: Path, *extra: str, env: dict[str, str] | None = None):
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def sleep_seconds():
+    """Sleep durations unique to this test, so its processes can be found; whatever is left is killed after."""
+    import random
+    from contextlib import suppress
+
+    import psutil
+
+    from support import sleeping
+
+    chosen: list[int] = []
+
+    def pick() -> int:
+        chosen.append(random.randrange(1_000_000, 9_999_999))
+        return chosen[-1]
+
+    yield pick
+    for proc in sleeping(*chosen):
+        with suppress(psutil.Error):
+            proc.kill()

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import random
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import suppress
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import psutil
 import pytest
 from mcp import Client
 
 from abilities_mcp.project import Project
 from abilities_mcp.server import create_server
-from abilities_mcp.store import RunRecord, Store
+from support import sleeping, stored_run, until
 
 # Longer than the kill grace (2 s): a group that ignores SIGTERM still has to be gone by then.
 GONE_WITHIN_SECONDS = 5.0
@@ -28,52 +25,6 @@ STUBBORNNESS = {
     "obeys-sigterm": "sleep {bg} & sleep {fg}",
     "ignores-sigterm": "trap '' TERM; sleep {bg} & sleep {fg}",
 }
-
-
-async def until(condition: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll `condition` until it is truthy (and return it), failing after `timeout` seconds."""
-    with anyio.fail_after(timeout):
-        while not (value := condition()):
-            await anyio.sleep(0.05)
-    return value
-
-
-def sleeping(*seconds: int) -> list[psutil.Process]:
-    """Live (not zombie) `sleep N` processes for the given durations, whoever their parent is."""
-    wanted = {str(s) for s in seconds}
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        cmd = proc.info["cmdline"] or []
-        if proc.info["status"] != psutil.STATUS_ZOMBIE and len(cmd) == 2 and cmd[0].endswith("sleep"):
-            if cmd[1] in wanted:
-                found.append(proc)
-    return found
-
-
-@pytest.fixture
-def sleep_seconds() -> Iterator[Callable[[], int]]:
-    """Sleep durations unique to this test, so its processes can be found; whatever is left is killed after."""
-    chosen: list[int] = []
-
-    def pick() -> int:
-        chosen.append(random.randrange(1_000_000, 9_999_999))
-        return chosen[-1]
-
-    yield pick
-    for proc in sleeping(*chosen):
-        with suppress(psutil.Error):
-            proc.kill()
-
-
-def stored_run(root: Path, run_id: str) -> RunRecord:
-    """The run as the state file holds it."""
-    store = Store(root / ".abilities" / "state.db")
-    try:
-        record = store.get_run(run_id)
-    finally:
-        store.close()
-    assert record is not None, f"run {run_id} is not in the state file"
-    return record
 
 
 async def finished(client: Client, run_id: str) -> dict[str, Any]:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import random
 import textwrap
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,8 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client
 
-from abilities_mcp.store import RunRecord, Store
 from conftest import stdio_params
+from support import sleeping, stored_run, until
 
 # Longest JSON-RPC line the raw client accepts (a Run with 4 KiB step tails is far smaller).
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -35,52 +34,6 @@ LIVE_STATES = {"pending", "running", "awaiting_agent", "awaiting_approval", "awa
 
 
 # --- helpers ----------------------------------------------------------------------------------------------------
-
-
-async def until(condition: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll `condition` until it is truthy (and return it), failing after `timeout` seconds."""
-    with anyio.fail_after(timeout):
-        while not (value := condition()):
-            await anyio.sleep(0.05)
-    return value
-
-
-def sleeping(*seconds: int) -> list[psutil.Process]:
-    """Live (not zombie) `sleep N` processes for the given durations, whoever their parent is."""
-    wanted = {str(s) for s in seconds}
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        cmd = proc.info["cmdline"] or []
-        if proc.info["status"] != psutil.STATUS_ZOMBIE and len(cmd) == 2 and cmd[0].endswith("sleep"):
-            if cmd[1] in wanted:
-                found.append(proc)
-    return found
-
-
-@pytest.fixture
-def sleep_seconds() -> Iterator[Callable[[], int]]:
-    """Sleep durations unique to this test, so its processes can be found; whatever is left is killed after."""
-    chosen: list[int] = []
-
-    def pick() -> int:
-        chosen.append(random.randrange(1_000_000, 9_999_999))
-        return chosen[-1]
-
-    yield pick
-    for proc in sleeping(*chosen):
-        with suppress(psutil.Error):
-            proc.kill()
-
-
-def stored_run(root: Path, run_id: str) -> RunRecord:
-    """The run as the state file holds it, read without starting a server (which would recover runs)."""
-    store = Store(root / ".abilities" / "state.db")
-    try:
-        record = store.get_run(run_id)
-    finally:
-        store.close()
-    assert record is not None, f"run {run_id} is not in the state file"
-    return record
 
 
 class RawServer:
