@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import textwrap
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -63,17 +61,6 @@ def project(root: Path) -> Project:
 async def client(project: Project) -> AsyncIterator[Client]:
     async with Client(create_server(project, retry_base=TEST_RETRY_BASE)) as c:
         yield c
-
-
-def stdio_params(root: Path, *extra: str, env: dict[str, str] | None = None):
-    """Parameters to start the real server as a subprocess on a project."""
-    from mcp import StdioServerParameters
-
-    full_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
-    full_env.update(env or {})
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "abilities_mcp", "--root", str(root), *extra], env=full_env
-    )
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,3 +43,14 @@ def stored_run(root: Path, run_id: str) -> RunRecord:
         store.close()
     assert record is not None, f"run {run_id} is not in the state file"
     return record
+
+
+def stdio_params(root: Path, *extra: str, env: dict[str, str] | None = None):
+    """Parameters to start the real server as a subprocess on a project."""
+    from mcp import StdioServerParameters
+
+    full_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    full_env.update(env or {})
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "abilities_mcp", "--root", str(root), *extra], env=full_env
+    )

@@ -20,8 +20,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client
 
-from conftest import stdio_params
-from support import sleeping, stored_run, until
+from support import sleeping, stdio_params, stored_run, until
 
 # Longest JSON-RPC line the raw client accepts (a Run with 4 KiB step tails is far smaller).
 MAX_LINE_BYTES = 16 * 1024 * 1024
