@@ -230,3 +230,35 @@ def test_the_server_writes_nothing_to_stdout_before_the_client_speaks(root: Path
     assert result.returncode == 0, result.stderr
     assert result.stdout == b""
     assert (b"DEBUG" in result.stderr) == (log_level == "debug"), "logs belong on stderr"
+
+
+def test_the_server_keeps_only_as_many_finished_runs_as_history_runs_says(root: Path, write, state_dir: Path) -> None:
+    write(
+        "quick",
+        """
+        description: quick
+        steps:
+          - {id: s, type: script, run: 'true'}
+    """,
+    )
+    for _ in range(3):
+        assert cli("run", "quick", root=root, state_dir=state_dir).returncode == 0
+    server = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "abilities_mcp",
+            "--root",
+            str(root),
+            "--state-dir",
+            str(state_dir),
+            "--history-runs",
+            "1",
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert server.returncode == 0, server.stderr
+    history = cli("history", root=root, state_dir=state_dir).stdout.strip().splitlines()
+    assert len(history) == 1 and "quick" in history[0]

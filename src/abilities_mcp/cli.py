@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from .project import Project
+from .store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS
 
 log = logging.getLogger("abilities_mcp")
 
@@ -35,7 +36,7 @@ def serve(project: Project, args: argparse.Namespace) -> int:
 
     from .server import create_server
 
-    server = create_server(project)
+    server = create_server(project, history_runs=args.history_runs, history_days=args.history_days)
 
     async def run() -> None:
         async with anyio.create_task_group() as tg:
@@ -176,10 +177,12 @@ def _parser() -> argparse.ArgumentParser:
         parents=[_common(None, None, "warning")],
         description="MCP stdio server for enforceable agent workflows (no command: serve).",
     )
+    _history_options(parser, None)
     sub = parser.add_subparsers(dest="command")
     # Options may come before or after the command; after it they must not reset what came before.
     common = _common(argparse.SUPPRESS, argparse.SUPPRESS, argparse.SUPPRESS)
-    sub.add_parser("serve", parents=[common], help="run the MCP server over stdio (the default)")
+    p = sub.add_parser("serve", parents=[common], help="run the MCP server over stdio (the default)")
+    _history_options(p, argparse.SUPPRESS)
     p = sub.add_parser("validate", parents=[common], help="check abilities and workflows.json; exit 1 on errors")
     p.add_argument("names", nargs="*", metavar="NAME")
     p.add_argument("--json", action="store_true")
@@ -206,3 +209,19 @@ def _common(root, state_dir, log_level) -> argparse.ArgumentParser:
     common.add_argument("--state-dir", default=state_dir, help="state directory (default: ROOT/.abilities)")
     common.add_argument("--log-level", default=log_level, choices=["debug", "info", "warning", "error"])
     return common
+
+
+def _history_options(parser: argparse.ArgumentParser, default) -> None:
+    env_runs, env_days = os.environ.get("ABILITIES_HISTORY_RUNS"), os.environ.get("ABILITIES_HISTORY_DAYS")
+    parser.add_argument(
+        "--history-runs",
+        type=int,
+        default=default if default is not None else int(env_runs or DEFAULT_HISTORY_RUNS),
+        help="finished runs kept (default 500, $ABILITIES_HISTORY_RUNS)",
+    )
+    parser.add_argument(
+        "--history-days",
+        type=float,
+        default=default if default is not None else float(env_days or DEFAULT_HISTORY_DAYS),
+        help="days finished runs are kept (default 30, $ABILITIES_HISTORY_DAYS)",
+    )
