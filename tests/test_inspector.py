@@ -22,6 +22,7 @@ ABILITY_TOOLS = {
     "ability_cancel",
     "ability_resume",
     "ability_history",
+    "ability_step_complete",
 }
 READ_ONLY_TOOLS = {"ability_list", "ability_validate", "ability_status", "ability_history"}
 # Captured at import, before the tests point HOME at a scratch folder: npx keeps its downloads in the real cache.

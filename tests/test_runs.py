@@ -422,11 +422,11 @@ async def test_abilities_with_steps_not_yet_executable_are_refused_before_anythi
         description: mixed
         steps:
           - {id: first, type: script, run: touch ran}
-          - {id: review, type: agent, prompt: review it, needs: [first]}
+          - {id: ok, type: approval, prompt: go?, needs: [first]}
     """,
     )
     result = await client.call_tool("ability_run", {"name": "mixed"})
-    assert result.is_error and "review (agent)" in result.content[0].text
+    assert result.is_error and "ok (approval)" in result.content[0].text
     assert not (root / "ran").exists()
 
 
@@ -599,6 +599,7 @@ async def test_opencode_session_ids_in_meta_separate_runs(client, write) -> None
 async def test_tools_are_listed_with_schemas_and_read_only_hints(client) -> None:
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {
+        "ability_step_complete",
         "ability_list",
         "ability_validate",
         "ability_run",

@@ -20,6 +20,7 @@ from .checks import execution_order
 from .durations import parse_duration
 from .errors import DefinitionError, NextCall, Refused
 from .flow import refuse_unsupported, skip_reason
+from .handoff import agent_instructions, check_handback, cut, prior_context
 from .inputs import resolve_inputs
 from .machine import (
     FINISHED_STEP_STATES,
@@ -37,13 +38,17 @@ from .reaper import Reaper
 from .recovery import recover_orphans
 from .scripts import check_result, prepare_script, step_timeout
 from .store import RunRecord, StepRecord, Store, owner_alive, process_start
+from .templates import render_text
 
 log = logging.getLogger(__name__)
+AWAITING_STATES = (RunState.AWAITING_AGENT, RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION)
 # Pause before retry n is RETRY_BASE_SECONDS * 2**(n-1), at most RETRY_MAX_SECONDS: a flaky command gets room.
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
 # Concurrent steps under settings.parallel: true (each is a process; more would only contend for 2 cores).
 MAX_PARALLEL_STEPS = 8
+# Characters of an agent's hand-back kept in the store (head and tail), like a script's captured output.
+HANDBACK_KEEP_CHARS = 96 * 1024
 # How long cancel waits for a run's processes to be killed before it answers.
 CANCEL_WAIT_SECONDS = 10.0
 
@@ -63,6 +68,10 @@ class LiveRun:
     reason: str | None = None  # why it is being stopped: "cancel" | "shutdown"
     halt_error: str | None = None  # set by a step whose failure stops the run
     message: str = ""
+    status: str = RunState.PENDING
+    # The agent's hand-back for the awaited step: (step id, problem or None), and the event that wakes the run.
+    handback: tuple[str, str | None] | None = None
+    answered: anyio.Event = field(default_factory=anyio.Event)
     # The server's environment, copied once per run (reading os.environ per step costs more than the spawn's setup).
     base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -71,6 +80,12 @@ class LiveRun:
         self.message = message
         self.changed.set()
         self.changed = anyio.Event()
+
+    def resolve(self, ref: tuple[str, ...]) -> Any:
+        """The value of a {{...}} reference in this run."""
+        if ref[0] == "input":
+            return self.inputs.get(ref[1])
+        return self.outputs.get(ref[1], {}).get(ref[2])
 
     def finished_steps(self) -> int:
         return sum(o.get("status") in FINISHED_STEP_STATES for o in self.outputs.values())
@@ -228,14 +243,87 @@ class Engine:
         retries = (
             (step.max_retries if step.max_retries is not None else DEFAULT_MAX_RETRIES) if policy == "retry" else 0
         )
+        problem = None
         for attempt in range(1, retries + 2):
-            problem = await self._attempt(live, step, attempt)
+            if step.type == "agent":
+                problem = await self._await_agent(live, step, attempt, retries + 1, problem)
+            else:
+                problem = await self._attempt(live, step, attempt)
             if problem is None:
                 return
-            if attempt <= retries:
+            if attempt <= retries and step.type == "script":
                 await anyio.sleep(min(self.retry_base * 2 ** (attempt - 1), RETRY_MAX_SECONDS))
         if policy != "continue":
             live.halt_error = f"step {step.id!r} failed: {problem}"
+
+    async def _await_agent(self, live: LiveRun, step, attempt: int, attempts: int, previous: str | None) -> str | None:
+        """Hand the step to the calling agent and wait for ability_step_complete; returns why it failed, or None."""
+        prompt = render_text(step.prompt, live.resolve)
+        instructions = agent_instructions(
+            live.run_id, live.name, step, prompt, prior_context(step, live.outputs), attempt, attempts, previous
+        )
+        if attempt > 1:
+            self._step_event(live, step.id, StepEvent.RETRY)
+        live.handback, live.answered = None, anyio.Event()
+        self._step_event(
+            live,
+            step.id,
+            StepEvent.AWAIT,
+            attempts=attempt,
+            started_at=time.time(),
+            error=None,
+            instructions=instructions,
+            prompt=prompt,
+        )
+        self._run_event(live, RunEvent.AWAIT_AGENT, f"step {step.id} waits for the agent")
+        with anyio.move_on_after(_seconds(step.timeout)) as deadline:
+            await live.answered.wait()
+        if deadline.cancelled_caught:
+            problem = f"no hand-back within {step.timeout}; the step timed out"
+            self._step_event(live, step.id, StepEvent.FAIL, error=problem, finished_at=time.time())
+            self._run_event(live, RunEvent.PROCEED, f"step {step.id} timed out")
+            return problem
+        assert live.handback is not None
+        return live.handback[1]
+
+    def complete(self, run_id: str, step_id: str, output: str, success: bool) -> str | None:
+        """Take the agent's hand-back for the awaited step; returns why it was refused, or None when accepted."""
+        live = self._live_for_handback(run_id, step_id)
+        step = live.ability.step(step_id)
+        problem = check_handback(step, output, success)
+        kept = cut(output, HANDBACK_KEEP_CHARS)
+        event = StepEvent.FAIL if problem else StepEvent.SUCCEED
+        self._step_event(
+            live, step_id, event, output=kept, output_bytes=len(output.encode()), error=problem, finished_at=time.time()
+        )
+        live.outputs[step_id]["output"] = kept
+        self._run_event(live, RunEvent.PROCEED, f"step {step_id} handed back")
+        live.handback = (step_id, problem)
+        live.answered.set()
+        return problem
+
+    def _live_for_handback(self, run_id: str, step_id: str) -> LiveRun:
+        record = self._require(run_id)
+        live = self.live.get(run_id)
+        if live is None:
+            self._refuse_if_owned_elsewhere(record, "hand the step back")
+            raise Refused(
+                f"run {run_id!r} is {record.status}; there is no step to hand back",
+                record.status,
+                [NextCall("ability_resume", {"run_id": run_id})]
+                if record.status in (RunState.INTERRUPTED, RunState.FAILED)
+                else [NextCall("ability_history", {})],
+            )
+        current = next((s.step_id for s in record.steps if s.status == StepState.AWAITING), None)
+        if live.status != RunState.AWAITING_AGENT or current is None:
+            raise Refused(*_not_awaiting_agent(record, live.status))
+        if step_id != current:
+            raise Refused(
+                f"step {step_id!r} is not the current step; the run waits for {current!r}",
+                live.status,
+                [NextCall("ability_step_complete", {"run_id": run_id, "step_id": current, "output": "<your result>"})],
+            )
+        return live
 
     async def _attempt(self, live: LiveRun, step: ScriptStep, attempt: int) -> str | None:
         """One attempt of a script step; returns the reason it failed, or None."""
@@ -326,10 +414,9 @@ class Engine:
     # --- recording ------------------------------------------------------------------------------------------
 
     def _run_event(self, live: LiveRun, event: RunEvent, message: str, **fields: Any) -> None:
-        record = self.store.get_run(live.run_id)
-        assert record is not None
-        status = apply_run(record.status, event)
+        status = apply_run(live.status, event)
         self.store.update_run(live.run_id, event, message, status=status, **fields)
+        live.status = status
         live.notify(message)
 
     def _step_event(self, live: LiveRun, step_id: str, event: StepEvent, **fields: Any) -> None:
@@ -355,12 +442,12 @@ class Engine:
         *,
         first_change: bool = False,
     ) -> None:
-        """Wait until the run ends (or, with first_change, changes at all), at most `seconds`."""
+        """Wait until the run ends or waits for someone (or, with first_change, changes at all), at most `seconds`."""
         live = self.live.get(run_id)
         if live is None or seconds <= 0:
             return
         with anyio.move_on_after(seconds):
-            while not live.done.is_set():
+            while not live.done.is_set() and (first_change or live.status not in AWAITING_STATES):
                 await live.changed.wait()
                 if on_change is not None:
                     await on_change(live)
@@ -427,7 +514,9 @@ class Engine:
             error=None,
             finished_at=None,
         )
-        self._launch(LiveRun(run_id, record.ability, ability, record.inputs, outputs), resumed=True)
+        self._launch(
+            LiveRun(run_id, record.ability, ability, record.inputs, outputs, status=record.status), resumed=True
+        )
 
     def _refuse_if_owned_elsewhere(self, record: RunRecord, verb: str) -> None:
         elsewhere = record.owner_pid != self.owner[0] and owner_alive(record.owner_pid, record.owner_start)
@@ -443,6 +532,26 @@ class Engine:
         if record is None:
             raise Refused(f"there is no run {run_id!r}", "unknown", [NextCall("ability_history", {"limit": 20})])
         return record
+
+
+def _not_awaiting_agent(record: RunRecord, status: str) -> tuple[str, str, list[NextCall]]:
+    """Why nothing can be handed back now, and what to do instead."""
+    rid = {"run_id": record.run_id}
+    running = next((s for s in record.steps if s.status == StepState.RUNNING), None)
+    if status == RunState.RUNNING and running is not None:
+        return (
+            f"the server is running script step {running.step_id!r}; nothing is waiting for the agent",
+            status,
+            [NextCall("ability_status", {**rid, "wait_seconds": 30})],
+        )
+    if status in (RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION):
+        return (
+            "the run waits for a person's answer, not for the agent; a person answers with "
+            f"`abilities-mcp approve {record.run_id}` in a terminal",
+            status,
+            [NextCall("ability_status", {**rid, "wait_seconds": 30})],
+        )
+    return (f"the run is {status}; nothing is waiting for the agent", status, [NextCall("ability_status", rid)])
 
 
 def _seconds(duration: str | float | None) -> float:

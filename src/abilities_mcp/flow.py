@@ -11,7 +11,7 @@ from .machine import StepState
 from .models import Ability
 
 # Step types this version executes; the others validate but are refused at run time until they are built.
-EXECUTABLE_STEP_TYPES = {"script"}
+EXECUTABLE_STEP_TYPES = {"script", "agent"}
 
 
 class NotSupported(AbilitiesError):
@@ -42,7 +42,7 @@ def refuse_unsupported(name: str, ability: Ability) -> None:
     if pending:
         raise NotSupported(
             f"Ability {name!r} has steps this server version validates but cannot run yet: {', '.join(pending)}. "
-            "Agent, skill, approval and workflow steps are executed by a later release; run script-only abilities."
+            "Skill, approval and workflow steps are executed by a later release."
         )
     asks = ability.settings.on_failure == "ask" or any(s.on_failure == "ask" for s in ability.steps)
     for feature, used in (("settings.approval: plan", ability.settings.approval == "plan"), ("on_failure: ask", asks)):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .durations import format_duration, parse_duration
 from .models import DEFAULT_STEP_TIMEOUT_SECONDS, ScriptStep
 from .process import ScriptResult
-from .templates import Reference, render_shell, render_text
+from .templates import render_shell, render_text
 
 if TYPE_CHECKING:
     from .engine import LiveRun
@@ -24,11 +24,7 @@ def step_timeout(step: ScriptStep) -> float:
 def prepare_script(step: ScriptStep, live: LiveRun, root: Path) -> tuple[str, Path, dict[str, str]]:
     """The command (placeholders as quoted variables), its cwd inside the root, and its environment."""
 
-    def resolve(ref: Reference):
-        if ref[0] == "input":
-            return live.inputs.get(ref[1])
-        return live.outputs.get(ref[1], {}).get(ref[2])
-
+    resolve = live.resolve
     command, values = render_shell(step.run, resolve)
     cwd = (root / render_text(step.cwd, resolve)).resolve() if step.cwd else root
     if cwd != root and root not in cwd.parents:

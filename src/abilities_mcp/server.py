@@ -33,6 +33,8 @@ abilities-mcp runs project workflows ("abilities") whose steps must happen in or
 - Start it: ability_run(name, inputs). Script steps are run by the server; do not run them yourself.
 - A run returns when it ends, waits for you, or wait_seconds pass. Then follow `next_calls` exactly:
   usually ability_status(run_id, wait_seconds=30) until it ends.
+- Agent steps come back to you as current_step.instructions: do the work (delegate to the named agent), then
+  hand it back with ability_step_complete(run_id, step_id, output). Hand-backs are checked.
 - Out-of-step calls are refused with the legal next call in the message.
 - ability_cancel stops a run and kills its processes; ability_resume continues an interrupted or failed run.
 """
@@ -146,6 +148,25 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
             await session.engine.wait(rid, wait_seconds, first_change=True)
             return run_view(session.store.get_run(rid))
 
+    @server.tool(name="ability_step_complete", annotations=ACTS)
+    async def ability_step_complete(
+        ctx: Context,
+        run_id: Annotated[str, Field(description="The run waiting for you")],
+        step_id: Annotated[str, Field(description="The current step's id (current_step.id)")],
+        output: Annotated[str, Field(description="Your result for the step, checked against its validation")],
+        success: Annotated[bool, Field(description="false when you could not do the step (say why in output)")] = True,
+        wait_seconds: Annotated[float, Field(ge=0, le=600, description="Return after this long at most")] = 20,
+    ) -> Run:
+        """Hand the current agent step back. A hand-back that fails the step's validation is refused (an attempt)."""
+        session = _session(ctx)
+        with tool_errors():
+            problem = session.engine.complete(run_id, step_id, output, success)
+        await session.engine.wait(run_id, wait_seconds)
+        view = run_view(session.store.get_run(run_id))
+        if problem is not None:
+            raise ToolError(_refused_handback(problem, view))
+        return view
+
     @server.tool(name="ability_cancel", annotations=ToolAnnotations(destructive_hint=True))
     async def ability_cancel(
         ctx: Context,
@@ -178,6 +199,18 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
     ) -> History:
         """List past and current runs, newest first."""
         return history_view(_session(ctx).store.runs(limit=limit))
+
+
+def _refused_handback(problem: str, view: Run) -> str:
+    """A refused hand-back: the reason, what it cost, and the legal next call."""
+    step = view.current_step
+    after = (
+        f"Step {step.id!r} is handed out again (attempt {next(s.attempts for s in view.steps if s.id == step.id)})"
+        if step
+        else f"The run is now {view.status}"
+    )
+    calls = "; ".join(f"{c.tool}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})" for c in view.next_calls)
+    return f"Hand-back refused: {problem}. It counted as an attempt. {after}. Legal next call(s): {calls or 'none'}."
 
 
 def _parse_inputs(inputs: dict[str, Any] | str | None) -> dict[str, Any] | None:

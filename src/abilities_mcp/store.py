@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS steps (
     run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, step_id TEXT NOT NULL,
     position INTEGER NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
     exit_code INTEGER, duration_ms INTEGER, output TEXT, stderr TEXT, output_bytes INTEGER, stderr_bytes INTEGER,
-    error TEXT, pgid INTEGER,
+    instructions TEXT, prompt TEXT, error TEXT, pgid INTEGER,
     started_at REAL, finished_at REAL,
     PRIMARY KEY (run_id, step_id)
 );
@@ -45,9 +45,14 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, id);
 """
 # Bumped with every schema change; older files are migrated forward when opened.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Columns added after a table was first created: (table, column, type). Migration adds the missing ones.
-ADDED_COLUMNS = [("steps", "output_bytes", "INTEGER"), ("steps", "stderr_bytes", "INTEGER")]
+ADDED_COLUMNS = [
+    ("steps", "output_bytes", "INTEGER"),
+    ("steps", "stderr_bytes", "INTEGER"),
+    ("steps", "instructions", "TEXT"),
+    ("steps", "prompt", "TEXT"),
+]
 LIVE = ("pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision")
 
 
@@ -66,6 +71,8 @@ class StepRecord:
     stderr: str | None = None
     output_bytes: int | None = None
     stderr_bytes: int | None = None
+    instructions: str | None = None
+    prompt: str | None = None
     error: str | None = None
     pgid: int | None = None
     started_at: float | None = None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from .catalog import Catalog
+from .durations import parse_duration
+from .handoff import AGENT_TOOLS
 from .loader import Definition
 from .machine import FINISHED_STEP_STATES, LIVE_RUN_STATES, StepState
 from .models import ScriptStep
@@ -54,6 +56,13 @@ def run_view(record: RunRecord) -> Run:
 
 def next_calls(record: RunRecord) -> list[NextCallModel]:
     rid = {"run_id": record.run_id}
+    awaited = next((s for s in record.steps if s.status == StepState.AWAITING), None)
+    if record.status == "awaiting_agent" and awaited is not None:
+        handback = {**rid, "step_id": awaited.step_id, "output": "<your result>"}
+        return [
+            NextCallModel(tool="ability_step_complete", arguments=handback),
+            NextCallModel(tool="ability_cancel", arguments=rid),
+        ]
     if record.status in LIVE_RUN_STATES:
         return [
             NextCallModel(tool="ability_status", arguments={**rid, "wait_seconds": 30}),
@@ -71,6 +80,8 @@ def next_calls(record: RunRecord) -> list[NextCallModel]:
 
 def _current_step(record: RunRecord, step: StepRecord) -> CurrentStep:
     spec = next((s for s in record.definition.get("steps", []) if s.get("id") == step.step_id), {})
+    if step.type == "agent":
+        return _handed_out_step(record, step, spec)
     deadline = None
     if step.type == "script" and step.started_at:
         deadline = iso(step.started_at + step_timeout(ScriptStep.model_validate(spec)))
@@ -83,6 +94,22 @@ def _current_step(record: RunRecord, step: StepRecord) -> CurrentStep:
             f"Wait with ability_status(run_id={record.run_id!r}, wait_seconds=30)."
         ),
         allowed_tools=[],
+        deadline=deadline,
+    )
+
+
+def _handed_out_step(record: RunRecord, step: StepRecord, spec: dict) -> CurrentStep:
+    timeout = spec.get("timeout")
+    deadline = iso(step.started_at + parse_duration(timeout)) if timeout and step.started_at else None
+    return CurrentStep(
+        id=step.step_id,
+        type=step.type,
+        description=spec.get("description"),
+        instructions=step.instructions or "",
+        agent=spec.get("agent"),
+        skill=spec.get("skill"),
+        prompt=step.prompt,
+        allowed_tools=[*AGENT_TOOLS, *spec.get("tools", [])],
         deadline=deadline,
     )
 
