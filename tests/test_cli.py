@@ -262,3 +262,28 @@ def test_the_server_keeps_only_as_many_finished_runs_as_history_runs_says(root: 
     assert server.returncode == 0, server.stderr
     history = cli("history", root=root, state_dir=state_dir).stdout.strip().splitlines()
     assert len(history) == 1 and "quick" in history[0]
+
+
+def test_run_at_a_terminal_shows_an_agent_step_and_takes_the_typed_answer(root: Path, write, state_dir: Path) -> None:
+    write(
+        "ask",
+        """
+        description: ask
+        steps:
+          - {id: think, type: agent, prompt: "Say APPROVED", validation: {output_contains: APPROVED}, on_failure: retry}
+          - {id: after, type: script, run: 'echo "got {{steps.think.output}}"', needs: [think]}
+    """,
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "abilities_mcp", "--root", str(root), "--state-dir", str(state_dir), "run", "ask"],
+        input="nope\n.\nAPPROVED indeed\n.\n",
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_SECONDS,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--- step think is yours ---" in done.stdout and "Say APPROVED" in done.stdout
+    assert "answer refused: the output does not contain 'APPROVED'" in done.stderr
+    status = cli("status", "--json", root=root, state_dir=state_dir)
+    after = next(s for s in json.loads(status.stdout)["steps"] if s["id"] == "after")
+    assert after["output"] == "got APPROVED indeed"

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from .catalog import Catalog
 from .engine import Engine
@@ -49,8 +50,35 @@ async def _follow(engine: Engine, store: Store, run_id: str) -> None:
     while live is not None and not live.done.is_set():
         changed = live.changed
         _print_changes(store, run_id, seen)
+        if live.status == "awaiting_agent":
+            await _answer_agent_step(engine, store, run_id)
+            continue
         await changed.wait()
     _print_changes(store, run_id, seen)
+
+
+async def _answer_agent_step(engine: Engine, store: Store, run_id: str) -> None:
+    """At a terminal the person is the agent: show the instructions, take the typed answer, hand it back."""
+    step = next(s for s in store.get_run(run_id).steps if s.status == "awaiting")
+    print(f"\n--- step {step.step_id} is yours ---\n{step.instructions}\n", flush=True)
+    print("Type your answer; end it with a line holding only '.' (or end of input):", flush=True)
+    answer = await anyio.to_thread.run_sync(_read_answer, abandon_on_cancel=True)
+    if answer is None:
+        print("no answer (end of input): cancelling the run", file=sys.stderr, flush=True)
+        await engine.cancel(run_id)
+        return
+    problem = engine.complete(run_id, step.step_id, answer, success=True)
+    if problem:
+        print(f"answer refused: {problem}", file=sys.stderr, flush=True)
+
+
+def _read_answer() -> str | None:
+    lines = []
+    for line in sys.stdin:
+        if line.rstrip("\n") == ".":
+            return "\n".join(lines)
+        lines.append(line.rstrip("\n"))
+    return "\n".join(lines) if lines else None
 
 
 def _print_changes(store: Store, run_id: str, seen: dict[str, tuple[str, int]]) -> None:
