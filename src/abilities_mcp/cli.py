@@ -10,12 +10,15 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from .project import Project
 from .store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS
 
 log = logging.getLogger("abilities_mcp")
+# After a signal, the process exits within this long even if stdin is still open (runs are recorded by then).
+SHUTDOWN_SECONDS = 5.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,6 +58,9 @@ async def _cancel_on_signal(scope) -> None:
         async for signum in signals:
             log.info("received %s; stopping runs and exiting", signal.Signals(signum).name)
             scope.cancel()
+            # The stdin reader sits in a thread nothing can cancel: once runs are stopped and recorded (the kill
+            # grace and a margin), leave even if it still blocks.
+            threading.Timer(SHUTDOWN_SECONDS, os._exit, args=(0,)).start()
             return
 
 
@@ -127,11 +133,13 @@ def run(project: Project, args: argparse.Namespace) -> int:
 
 def status(project: Project, args: argparse.Namespace) -> int:
     """Print one run (default: the newest)."""
+    from .recovery import recover_orphans
     from .store import Store
     from .terminal import print_run
     from .views import run_view
 
     store = Store(project.state_db)
+    recover_orphans(store)
     record = store.get_run(args.run_id) if args.run_id else next(iter(store.runs(limit=1)), None)
     if record is None:
         print(f"No run {args.run_id!r}." if args.run_id else "No runs yet.", file=sys.stderr)
@@ -143,10 +151,13 @@ def status(project: Project, args: argparse.Namespace) -> int:
 
 def history(project: Project, args: argparse.Namespace) -> int:
     """Print recent runs, newest first."""
+    from .recovery import recover_orphans
     from .store import Store
     from .views import history_view
 
-    for r in history_view(Store(project.state_db).runs(limit=args.limit)).runs:
+    store = Store(project.state_db)
+    recover_orphans(store)
+    for r in history_view(store.runs(limit=args.limit)).runs:
         print(f"{r.run_id}  {r.status:12} {r.ability:28} {r.started_at}  {r.finished_at or ''}")
     return 0
 

@@ -104,6 +104,7 @@ class Engine:
         self.owner = (os.getpid(), process_start(os.getpid()))
         self._tg: anyio.abc.TaskGroup | None = None
         self.reaper = Reaper(KILL_GRACE_SECONDS)
+        self._hook_scopes: set[anyio.CancelScope] = set()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Engine]:
@@ -134,6 +135,7 @@ class Engine:
         ability = definition.ability
         assert ability is not None
         refuse_unsupported(name, ability)
+        self.recover()  # a run a dead server left live must not block this session
         self._refuse_second_strict_run(session_id)
         values = resolve_inputs(ability.inputs, inputs)
         run_id = f"run_{time.strftime('%Y%m%d')}_{secrets.token_hex(4)}"
@@ -189,18 +191,54 @@ class Engine:
                 self._run_event(live, RunEvent.RESUME if resumed else RunEvent.START, "run started")
                 timeout = live.ability.settings.timeout
                 with anyio.move_on_after(_seconds(timeout)) as limit:
-                    if not resumed:
-                        error = await self._hooks(live, "before", fatal=True)
+                    error = await self._before_hooks(live, resumed)
                     if error is None:
                         error = await self._execute(live)
                 if limit.cancelled_caught:
-                    error = f"the run exceeded settings.timeout ({timeout}); raise it or split the ability"
+                    error = live.halt_error = f"the run exceeded settings.timeout ({timeout}); raise it or split it"
+        except anyio.get_cancelled_exc_class():
+            live.reason = live.reason or "shutdown"  # cancelled from outside: the server is stopping
+            raise
         except Exception as exc:  # a bug: record it on the run and in the log, keep the server up
             log.exception("run %s crashed", live.run_id)
             error = f"internal error: {exc!r} (see the server log)"
         finally:
             with anyio.CancelScope(shield=True):
-                await self._finish(live, error)
+                ended = await self._finish_safely(live, error)
+        if ended:
+            await self._after_hooks(live)
+
+    async def _before_hooks(self, live: LiveRun, resumed: bool) -> str | None:
+        """Before-hooks gate the run; a resumed run passes the gate again unless it passed it already."""
+        if resumed and any(e["event"] == "hooks_before_passed" for e in self.store.events(live.run_id)):
+            return None
+        error = await self._hooks(live, "before", fatal=True)
+        if error is None and live.ability.hooks.before:
+            self.store.update_run(live.run_id, "hooks_before_passed")
+        return error
+
+    async def _after_hooks(self, live: LiveRun) -> None:
+        """After-hooks run once the run's end is recorded; stopping the server cancels them (and kills them)."""
+        with anyio.CancelScope() as scope:
+            self._hook_scopes.add(scope)
+            try:
+                await self._hooks(live, "after", fatal=False)
+            except Exception:
+                log.exception("after-hooks of run %s crashed", live.run_id)
+            finally:
+                self._hook_scopes.discard(scope)
+
+    async def _finish_safely(self, live: LiveRun, error: str | None) -> bool:
+        """Record the run's end; returns whether it ended (not interrupted). Never lets a failure escape."""
+        try:
+            return self._finish(live, error)
+        except Exception:
+            log.exception("could not record the end of run %s", live.run_id)
+            return False
+        finally:
+            self.live.pop(live.run_id, None)
+            live.done.set()
+            live.notify(f"run {live.run_id} {live.status}")
 
     async def _execute(self, live: LiveRun) -> str | None:
         order = [live.ability.step(sid) for sid in execution_order(live.ability)]
@@ -380,13 +418,14 @@ class Engine:
                     return f"hooks.{which}[{i}] ({command!r}) failed: {problem}"
         return None
 
-    async def _finish(self, live: LiveRun, error: str | None) -> None:
+    def _finish(self, live: LiveRun, error: str | None) -> bool:
+        """Close every unfinished step and record the run's final state; returns False when interrupted."""
         record = self.store.get_run(live.run_id)
         assert record is not None
-        shutdown = live.reason == "shutdown" or (live.reason is None and live.scope.cancel_called)
+        shutdown = live.reason == "shutdown"
         for step in record.steps:
             if step.status in (StepState.RUNNING, StepState.AWAITING):
-                why = "interrupted: the server stopped" if shutdown else "cancelled"
+                why = _stopped_because(live, shutdown)
                 self._step_event(live, step.step_id, StepEvent.CANCEL, error=why, finished_at=time.time())
             elif step.status == StepState.PENDING and not shutdown:
                 why = (
@@ -402,14 +441,9 @@ class Engine:
             event, error = RunEvent.CANCEL, "cancelled"
         else:
             event = RunEvent.FAIL if error else RunEvent.SUCCEED
-        self._run_event(
-            live, event, error or "run completed", error=error, finished_at=None if shutdown else time.time()
-        )
-        if not shutdown:
-            await self._hooks(live, "after", fatal=False)
-        self.live.pop(live.run_id, None)
-        live.done.set()
-        live.notify(f"run {live.run_id} {apply_run(record.status, event).value}")
+        finished = None if shutdown else time.time()
+        self._run_event(live, event, error or "run completed", error=error, finished_at=finished)
+        return not shutdown
 
     # --- recording ------------------------------------------------------------------------------------------
 
@@ -528,10 +562,19 @@ class Engine:
             )
 
     def _require(self, run_id: str) -> RunRecord:
+        self.recover()
         record = self.store.get_run(run_id)
         if record is None:
             raise Refused(f"there is no run {run_id!r}", "unknown", [NextCall("ability_history", {"limit": 20})])
         return record
+
+
+def _stopped_because(live: LiveRun, shutdown: bool) -> str:
+    if shutdown:
+        return "interrupted: the server stopped"
+    if live.reason == "cancel":
+        return "cancelled"
+    return f"killed: {live.halt_error or 'the run ended'}"
 
 
 def _not_awaiting_agent(record: RunRecord, status: str) -> tuple[str, str, list[NextCall]]:

@@ -11,6 +11,11 @@ def recover_orphans(store: Store) -> list[str]:
     """Mark every run whose owner process is gone `interrupted`; returns their ids."""
     recovered = []
     for run in store.orphaned_runs():
+        error = (
+            f"the server running it (pid {run.owner_pid}) stopped; continue with ability_resume(run_id={run.run_id!r})"
+        )
+        if not store.claim_orphan(run, apply_run(run.status, RunEvent.INTERRUPT), error):
+            continue  # another process recovered or adopted it first
         for step in run.steps:
             if step.status in (StepState.RUNNING, StepState.AWAITING):
                 if step.pgid:
@@ -24,12 +29,5 @@ def recover_orphans(store: Store) -> list[str]:
                     status=status,
                     error="interrupted: the server stopped while this step ran",
                 )
-        store.update_run(
-            run.run_id,
-            RunEvent.INTERRUPT,
-            status=apply_run(run.status, RunEvent.INTERRUPT),
-            error=f"the server running it (pid {run.owner_pid}) stopped; "
-            f"continue with ability_resume(run_id={run.run_id!r})",
-        )
         recovered.append(run.run_id)
     return recovered

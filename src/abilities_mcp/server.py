@@ -228,6 +228,7 @@ def _parse_inputs(inputs: dict[str, Any] | str | None) -> dict[str, Any] | None:
 
 
 def _pick_run(session: Session, ctx: Context, run_id: str | None, live_only: bool = False) -> str:
+    session.engine.recover()  # runs a dead server left live read as interrupted, not running
     if run_id is not None:
         if session.store.get_run(run_id) is None:
             raise Refused(f"there is no run {run_id!r}", "unknown", [NextCall("ability_history", {"limit": 20})])

@@ -232,6 +232,18 @@ class Store:
         rows = self.db.execute(f"SELECT * FROM runs WHERE status IN ({','.join('?' * len(LIVE))})", LIVE).fetchall()
         return [self._with_steps(r) for r in rows if not owner_alive(r["owner_pid"], r["owner_start"])]
 
+    def claim_orphan(self, run: RunRecord, status: str, error: str) -> bool:
+        """Mark a dead owner's run, only if nobody changed it since it was read (two recoverers, one winner)."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "UPDATE runs SET status=?, error=?, updated_at=? WHERE run_id=? AND status=? "
+                "AND owner_pid IS ? AND owner_start IS ?",
+                (status, error, time.time(), run.run_id, run.status, run.owner_pid, run.owner_start),
+            )
+            if cur.rowcount:
+                self._event(run.run_id, None, "interrupt", error)
+            return cur.rowcount == 1
+
     def prune(self, keep_runs: int = DEFAULT_HISTORY_RUNS, keep_days: float = DEFAULT_HISTORY_DAYS) -> int:
         """Forget finished runs beyond the newest `keep_runs` or older than `keep_days`; returns how many."""
         cutoff = time.time() - keep_days * 86400
