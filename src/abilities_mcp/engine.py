@@ -33,7 +33,7 @@ from .machine import (
     apply_step,
 )
 from .models import DEFAULT_MAX_RETRIES, Ability, ScriptStep
-from .process import KILL_GRACE_SECONDS, MARKER_VAR, run_script
+from .process import KILL_GRACE_SECONDS, MARKER_VAR, SpawnError, run_script
 from .reaper import Reaper
 from .recovery import recover_orphans
 from .scripts import check_result, prepare_script, step_timeout
@@ -380,9 +380,14 @@ class Engine:
             self.reaper.watch(pgid)
             self._step_event(live, step.id, event, pgid=pgid, **started)
 
-        result = await run_script(
-            command, cwd=cwd, env=env, timeout=step_timeout(step), on_start=spawned, on_end=self.reaper.release
-        )
+        try:
+            result = await run_script(
+                command, cwd=cwd, env=env, timeout=step_timeout(step), on_start=spawned, on_end=self.reaper.release
+            )
+        except SpawnError as exc:
+            self._step_event(live, step.id, event, **started)
+            self._step_event(live, step.id, StepEvent.FAIL, error=str(exc), finished_at=time.time())
+            return str(exc)
         problem = check_result(step, result, cwd)
         output = result.stdout.rstrip("\n")
         fields = dict(
@@ -402,16 +407,19 @@ class Engine:
     async def _hooks(self, live: LiveRun, which: str, fatal: bool) -> str | None:
         for i, command in enumerate(getattr(live.ability.hooks, which)):
             hook = ScriptStep(id=f"hook-{which}-{i}", type="script", run=command)
-            command_text, cwd, env = prepare_script(hook, live, self.catalog.project.root)
-            result = await run_script(
-                command_text,
-                cwd=cwd,
-                env=env,
-                timeout=step_timeout(hook),
-                on_start=self.reaper.watch,
-                on_end=self.reaper.release,
-            )
-            problem = check_result(hook, result, cwd)
+            try:
+                command_text, cwd, env = prepare_script(hook, live, self.catalog.project.root)
+                result = await run_script(
+                    command_text,
+                    cwd=cwd,
+                    env=env,
+                    timeout=step_timeout(hook),
+                    on_start=self.reaper.watch,
+                    on_end=self.reaper.release,
+                )
+                problem = check_result(hook, result, cwd)
+            except (SpawnError, ValueError) as exc:
+                problem = str(exc)
             if problem:
                 self.store.update_run(live.run_id, f"hook_{which}_failed", f"hooks.{which}[{i}]: {problem}")
                 if fatal:

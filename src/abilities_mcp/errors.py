@@ -79,13 +79,19 @@ class Refused(AbilitiesError):
         return text
 
 
+# Where to look up the names of each kind of thing.
+LISTING = {"ability": "ability_list", "run": "ability_history", "skill": "skill_list"}
+
+
 class UnknownName(AbilitiesError):
     """A name that matches nothing, with the closest known names."""
 
     def __init__(self, kind: str, name: str, known: Iterable[str]):
         self.kind, self.name = kind, name
         close = did_you_mean(name, known)
-        hint = f" Did you mean {close!r}?" if close else ""
+        hint = (
+            f" Did you mean {close!r}?" if close else f" Call {LISTING.get(kind, 'ability_list')}() to see what exists."
+        )
         super().__init__(f"Unknown {kind} {name!r}.{hint}")
 
 

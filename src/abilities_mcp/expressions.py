@@ -30,6 +30,8 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
+# Text longer than this is never read as a number (int() refuses over 4,300 digits, and no real value is that long).
+MAX_NUMBER_TEXT = 40
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
 _KEYWORDS = {"and", "or", "not", "in", "true", "false", "null"}
 
@@ -258,7 +260,7 @@ def _contains(container: Any, item: Any) -> bool:
 
 def _align(value: Any) -> Any:
     """Numbers written as text compare as numbers (clients send inputs as text)."""
-    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+    if isinstance(value, str) and len(value) <= MAX_NUMBER_TEXT and _NUMBER.fullmatch(value.strip()):
         text = value.strip()
         return float(text) if "." in text else int(text)
     return value

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import logging
 import re
+import reprlib
 import typing
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -16,6 +18,9 @@ from .checks import check_ability
 from .errors import Diagnostic, did_you_mean
 from .models import ABILITY_NAME, Ability, AgentStep, ApprovalStep, ScriptStep, SkillStep, WorkflowStep
 
+log = logging.getLogger(__name__)
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 60, 60
 STEP_MODELS: dict[str, type[BaseModel]] = {
     "script": ScriptStep,
     "agent": AgentStep,
@@ -64,7 +69,18 @@ class Definition:
 
 
 def load_definition(path: Path, derived_name: str, scope: str) -> Definition:
-    """Load one file; every problem becomes a Diagnostic naming the file and field."""
+    """Load one file; every problem becomes a Diagnostic naming the file and field. Never raises."""
+    try:
+        return _load(path, derived_name, scope)
+    except RecursionError:
+        why = "the file nests too deeply to read; flatten it"
+    except Exception as exc:  # a bug in a check must not hide every other ability
+        log.exception("loading %s failed", path)
+        why = f"could not be checked ({exc!r}); this is a bug in abilities-mcp, please report it"
+    return Definition(derived_name, path, scope, None, [Diagnostic(str(path), "", why)])
+
+
+def _load(path: Path, derived_name: str, scope: str) -> Definition:
     shown = str(path)
     data, problems = _read_yaml(path)
     name = derived_name
@@ -99,6 +115,8 @@ def _read_yaml(path: Path) -> tuple[Any, list[tuple[str, str]]]:
     import yaml
 
     try:
+        if ("&" in text or "*" in text) and _has_alias(text):
+            return None, [("", "YAML anchors and aliases (&name / *name) are not allowed; write the value out")]
         data = yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         return None, [("", _yaml_message(exc))]
@@ -113,6 +131,14 @@ def _yaml_message(exc: Exception) -> str:
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
     problem = getattr(exc, "problem", None) or str(exc)
     return f"YAML does not parse{where}: {problem}; check the indentation and quoting there"
+
+
+def _has_alias(text: str) -> bool:
+    """Aliases let a few hundred bytes expand to gigabytes (a "billion laughs"); ability files need none."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return any(isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None) for e in yaml.parse(text, Loader=base))
 
 
 @functools.cache
@@ -185,13 +211,18 @@ def _message(err: dict) -> str:
         hint = f"did you mean {close!r}? " if close else ""
         return f"unknown step type {tag!r}; {hint}use one of {', '.join(STEP_MODELS)}"
     if kind == "string_pattern_mismatch":
-        return f"{err['input']!r} {_pattern_rule(loc)}"
+        return f"{_short(err['input'])} {_pattern_rule(loc)}"
     if kind == "literal_error":
-        close = did_you_mean(str(err["input"]), _literal_choices(err))
+        close = did_you_mean(str(err["input"])[:100], _literal_choices(err))
         hint = f"did you mean {close!r}? " if close else ""
-        return f"{err['input']!r} is not allowed; {hint}{err['msg'].replace('Input should be', 'use')}"
+        return f"{_short(err['input'])} is not allowed; {hint}{err['msg'].replace('Input should be', 'use')}"
     msg = err["msg"].removeprefix("Value error, ")
-    return f"{msg} (got {err['input']!r})" if kind != "value_error" else msg
+    return f"{msg} (got {_short(err['input'])})" if kind != "value_error" else msg
+
+
+def _short(value: Any) -> str:
+    """A value quoted in a message, cut short whatever its size or depth."""
+    return _SHORT.repr(value)
 
 
 def _pattern_rule(loc: tuple) -> str:

@@ -15,6 +15,7 @@ from .durations import parse_duration
 ABILITY_NAME = r"^[a-z0-9][a-z0-9_-]*(/[a-z0-9][a-z0-9_-]*)*$"
 STEP_ID = r"^[a-z0-9][a-z0-9_-]*$"
 INPUT_NAME = r"^[A-Za-z_][A-Za-z0-9_-]*$"
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 StepType = Literal["script", "agent", "skill", "approval", "workflow"]
 OnFailure = Literal["stop", "continue", "retry", "ask"]
 Enforcement = Literal["strict", "normal", "loose"]
@@ -111,7 +112,9 @@ class ScriptStep(StepBase):
     type: Literal["script"]
     run: str = Field(min_length=1, description="Shell command; {{inputs.x}} / {{steps.id.output}} are safe words")
     cwd: str | None = Field(None, description="Working directory relative to the project root")
-    env: dict[str, Annotated[str, BeforeValidator(_as_text)]] = Field(default_factory=dict)
+    env: dict[Annotated[str, Field(pattern=ENV_NAME)], Annotated[str, BeforeValidator(_as_text)]] = Field(
+        default_factory=dict, description="Extra environment variables; names are letters, digits and _"
+    )
     validation: ScriptValidation | None = None
 
 

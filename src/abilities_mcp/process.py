@@ -6,6 +6,7 @@ SIGTERM, then SIGKILL after a grace, so a background grandchild cannot outlive i
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -87,17 +88,12 @@ async def run_script(
     `on_start(pgid)` runs once the group exists and `on_end(pgid)` once it is dead, whatever ended the step.
     """
     started = time.monotonic()
+    try:
+        process = _spawn(command, cwd, env)
+    except (OSError, ValueError) as exc:
+        raise SpawnError(_spawn_problem(exc, env)) from exc
     # Popen + epoll on the pipes and a pidfd: asyncio's default child watcher starts a thread per process,
     # which costs more than the spawn itself.
-    process = subprocess.Popen(
-        ["sh", "-c", command],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-    )
     pgid = process.pid  # start_new_session makes the shell its group's leader
     out, err = Capture(), Capture()
     eof = (anyio.Event(), anyio.Event())
@@ -133,6 +129,32 @@ async def run_script(
         duration_ms=round((time.monotonic() - started) * 1000),
         timed_out=timed_out,
     )
+
+
+class SpawnError(Exception):
+    """The command could not be started at all (the step fails with this message)."""
+
+
+def _spawn(command: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        ["sh", "-c", command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def _spawn_problem(exc: Exception, env: dict[str, str]) -> str:
+    if getattr(exc, "errno", None) == errno.E2BIG:
+        name, value = max(env.items(), key=lambda kv: len(kv[1]))
+        return (
+            f"could not start: the command and its values are too large for the OS (the largest, {name}, is "
+            f"{len(value)} bytes); pass a file path instead of the content"
+        )
+    return f"could not start the command: {exc}"
 
 
 async def _pump(pipe, capture: Capture, eof: anyio.Event) -> None:
