@@ -223,3 +223,56 @@ def _cmdlines() -> list[list[str]]:
         except OSError:
             pass
     return out
+
+
+async def test_stdout_contains_finds_text_in_the_middle_of_a_large_output(client, write) -> None:
+    write(
+        "mid",
+        """
+        description: mid
+        steps:
+          - id: t
+            type: script
+            run: "seq 1 20000; echo '5 passed'; seq 1 20000"
+            validation: {stdout_contains: 5 passed}
+    """,
+    )
+    result = await client.call_tool("ability_run", {"name": "mid"})
+    assert result.structured_content["status"] == "completed"
+
+
+async def test_placeholders_where_a_value_would_be_parsed_again_as_code_are_refused_at_load_time(client, write) -> None:
+    write(
+        "reparse",
+        """
+        description: reparse
+        inputs: {x: {type: string, default: a}}
+        steps:
+          - {id: nested, type: script, run: 'sh -c "echo {{inputs.x}}"'}
+          - {id: arith, type: script, run: 'echo $(( {{inputs.x}} + 1 ))'}
+          - {id: remote, type: script, run: 'ssh host ls {{inputs.x}}'}
+          - {id: shift, type: script, run: "echo $((1 << 2)); printf '[%s]' {{inputs.x}}"}
+    """,
+    )
+    errors = {e["path"]: e["message"] for e in (await validate(client))["reparse"]}
+    assert "runs its argument as shell code" in errors["steps[0].run"] and "ABILITIES_INPUT_" in errors["steps[0].run"]
+    assert "inside $(( ))" in errors["steps[1].run"]
+    assert "steps[2].run" in errors
+    assert "steps[3].run" not in errors  # an arithmetic shift is not a heredoc
+
+
+async def test_inputs_are_exported_under_stable_names_for_commands_that_read_them_themselves(client, write) -> None:
+    write(
+        "exported",
+        """
+        description: exported
+        inputs: {deploy-target: {type: string, default: 'a b; touch PWNED'}}
+        steps:
+          - id: s
+            type: script
+            run: sh -c 'printf "[%s]" "$ABILITIES_INPUT_DEPLOY_TARGET"'
+
+    """,
+    )
+    result = await client.call_tool("ability_run", {"name": "exported"})
+    assert result.structured_content["steps"][0]["output"] == "[a b; touch PWNED]"

@@ -36,7 +36,7 @@ from .models import DEFAULT_MAX_RETRIES, Ability, ScriptStep
 from .process import KILL_GRACE_SECONDS, MARKER_VAR, SpawnError, run_script
 from .reaper import Reaper
 from .recovery import recover_orphans
-from .scripts import check_result, prepare_script, step_timeout
+from .scripts import check_result, needles, prepare_script, step_timeout
 from .store import RunRecord, StepRecord, Store, owner_alive, process_start
 from .templates import render_text
 
@@ -382,7 +382,13 @@ class Engine:
 
         try:
             result = await run_script(
-                command, cwd=cwd, env=env, timeout=step_timeout(step), on_start=spawned, on_end=self.reaper.release
+                command,
+                cwd=cwd,
+                env=env,
+                timeout=step_timeout(step),
+                on_start=spawned,
+                on_end=self.reaper.release,
+                **needles(step),
             )
         except SpawnError as exc:
             self._step_event(live, step.id, event, **started)

@@ -33,13 +33,19 @@ MARKER_VAR = "ABILITIES_MCP_STEP"
 class Capture:
     """A stream's first and last bytes and its total size, in bounded memory whatever the volume."""
 
-    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES):
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES, needles: tuple[str, ...] = ()):
         self.head_limit, self.tail_limit = head, tail
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
+        # Texts searched in the whole stream as it passes (validation must not miss what the middle held).
+        self.needles = {n: n.encode() for n in needles if n}
+        self.found: set[str] = set()
+        self._overlap = b""
 
     def feed(self, chunk: bytes) -> None:
+        if self.needles:
+            self._search(chunk)
         self.total += len(chunk)
         room = self.head_limit - len(self.head)
         if room > 0:
@@ -49,6 +55,14 @@ class Capture:
             self.tail += chunk
             if len(self.tail) > 2 * self.tail_limit:  # trim in batches, not per chunk
                 del self.tail[: len(self.tail) - self.tail_limit]
+
+    def _search(self, chunk: bytes) -> None:
+        window = self._overlap + chunk
+        for text, needle in self.needles.items():
+            if text not in self.found and needle in window:
+                self.found.add(text)
+        keep = max(len(n) for n in self.needles.values()) - 1
+        self._overlap = window[-keep:] if keep else b""
 
     def text(self) -> str:
         """Head and tail, with the size of what was left out in between."""
@@ -72,6 +86,7 @@ class ScriptResult:
     stderr_bytes: int
     duration_ms: int
     timed_out: bool
+    found: set[str]  # the searched texts that appeared in stdout or stderr (keys "stdout:…" / "stderr:…")
 
 
 async def run_script(
@@ -82,6 +97,8 @@ async def run_script(
     timeout: float,
     on_start: Callable[[int], None] = lambda pgid: None,
     on_end: Callable[[int], None] = lambda pgid: None,
+    stdout_needles: tuple[str, ...] = (),
+    stderr_needles: tuple[str, ...] = (),
 ) -> ScriptResult:
     """Run `sh -c command` in its own process group; cancellation kills the group before it propagates.
 
@@ -95,7 +112,7 @@ async def run_script(
     # Popen + epoll on the pipes and a pidfd: asyncio's default child watcher starts a thread per process,
     # which costs more than the spawn itself.
     pgid = process.pid  # start_new_session makes the shell its group's leader
-    out, err = Capture(), Capture()
+    out, err = Capture(needles=stdout_needles), Capture(needles=stderr_needles)
     eof = (anyio.Event(), anyio.Event())
     timed_out = False
     try:
@@ -128,6 +145,7 @@ async def run_script(
         stderr_bytes=err.total,
         duration_ms=round((time.monotonic() - started) * 1000),
         timed_out=timed_out,
+        found={f"stdout:{n}" for n in out.found} | {f"stderr:{n}" for n in err.found},
     )
 
 

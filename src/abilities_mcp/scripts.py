@@ -8,13 +8,22 @@ from typing import TYPE_CHECKING
 from .durations import format_duration, parse_duration
 from .models import DEFAULT_STEP_TIMEOUT_SECONDS, ScriptStep
 from .process import ScriptResult
-from .templates import render_shell, render_text
+from .templates import input_env, render_shell, render_text
 
 if TYPE_CHECKING:
     from .engine import LiveRun
 
 # How much of stderr a failure message quotes.
 STDERR_QUOTE_CHARS = 500
+
+
+def needles(step: ScriptStep) -> dict[str, tuple[str, ...]]:
+    """The texts validation looks for, searched in the whole output as it streams."""
+    rules = step.validation
+    return {
+        "stdout_needles": (rules.stdout_contains,) if rules and rules.stdout_contains else (),
+        "stderr_needles": (rules.stderr_contains,) if rules and rules.stderr_contains else (),
+    }
 
 
 def step_timeout(step: ScriptStep) -> float:
@@ -31,7 +40,12 @@ def prepare_script(step: ScriptStep, live: LiveRun, root: Path) -> tuple[str, Pa
         raise ValueError(f"cwd {step.cwd!r} resolves to {str(cwd)!r}, outside the project root; fix cwd")
     if not cwd.is_dir():
         raise ValueError(f"cwd {step.cwd!r} does not exist under the project root; create it or fix cwd")
-    env = {**live.base_env, **{k: render_text(v, resolve).replace("\0", "") for k, v in step.env.items()}, **values}
+    env = {
+        **live.base_env,
+        **input_env(live.inputs),
+        **{k: render_text(v, resolve).replace("\0", "") for k, v in step.env.items()},
+        **values,
+    }
     return command, cwd, env
 
 
@@ -43,9 +57,9 @@ def check_result(step: ScriptStep, result: ScriptResult, cwd: Path) -> str | Non
         return f"timed out after {format_duration(step_timeout(step))}; raise timeout: or speed up the command"
     if result.exit_code != expected:
         return f"exit code {result.exit_code}, expected {expected}{_stderr_quote(result)}"
-    if rules and rules.stdout_contains is not None and rules.stdout_contains not in result.stdout:
+    if rules and rules.stdout_contains and f"stdout:{rules.stdout_contains}" not in result.found:
         return f"stdout does not contain {rules.stdout_contains!r}"
-    if rules and rules.stderr_contains is not None and rules.stderr_contains not in result.stderr:
+    if rules and rules.stderr_contains and f"stderr:{rules.stderr_contains}" not in result.found:
         return f"stderr does not contain {rules.stderr_contains!r}"
     if rules and rules.file_exists is not None and not (cwd / rules.file_exists).exists():
         return f"file {rules.file_exists!r} does not exist after the step"

@@ -16,6 +16,8 @@ from .expressions import STEP_FIELDS
 
 PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 ENV_PREFIX = "ABILITIES_VALUE_"
+# Every input is also exported to scripts as ABILITIES_INPUT_<NAME> (upper case, other characters as _).
+INPUT_ENV_PREFIX = "ABILITIES_INPUT_"
 
 Reference = tuple[str, ...]  # ("input", name) or ("step", id, field)
 Resolver = Callable[[Reference], Any]
@@ -43,6 +45,11 @@ def references(template: str) -> list[Reference]:
     return [parse_reference(m.group(1)) for m in PLACEHOLDER.finditer(template)]
 
 
+def input_env(inputs: dict[str, Any]) -> dict[str, str]:
+    """Inputs under stable environment names, for commands that must read them themselves (sh -c, ssh)."""
+    return {INPUT_ENV_PREFIX + re.sub(r"\W", "_", k).upper(): as_text(v).replace("\0", "") for k, v in inputs.items()}
+
+
 def as_text(value: Any) -> str:
     """How a value reads once interpolated."""
     if value is None:
@@ -67,6 +74,11 @@ def render_shell(command: str, resolve: Resolver) -> tuple[str, dict[str, str]]:
 
 
 _WORD_START = " \t\n;&|()"
+# Commands that parse an argument as shell code again: a placeholder there is code, whatever its quoting.
+_REPARSERS = re.compile(
+    r"^\s*(?:\w+=\S*\s+)*(?:sudo\s+(?:-\S+\s+)*)?(?:eval|ssh|su)\s"  # at the start of a command
+    r"|(?:^|[\s/(`])(?:ba|da|z|k|fi)?sh\s+(?:-\w+\s+)*-\w*c\b"  # sh -c anywhere (docker exec x sh -c, xargs sh -c)
+)
 
 
 class _ShellRenderer:
@@ -89,10 +101,26 @@ class _ShellRenderer:
         while self.i < len(self.command):
             m = PLACEHOLDER.match(self.command, self.i)
             if m:
+                self._refuse_reparsing(m.group(1))
                 self.out.append(_expansion(self._variable(m.group(1)), self.stack[-1]))
                 self.i = m.end()
             else:
                 self._step()
+
+    def _refuse_reparsing(self, text: str) -> None:
+        """Quoting protects a value from this shell only; refuse places where it is parsed again as code."""
+        if "arith" in self.stack:
+            raise TemplateError(
+                f"{{{{{text}}}}} sits inside $(( )), where the shell evaluates the value as arithmetic and a value "
+                "can run commands; do the arithmetic in a script step and use its output as a plain word"
+            )
+        line = re.split(r"[;&|\n(`]", "".join(self.out))[-1]
+        if _REPARSERS.search(line):
+            raise TemplateError(
+                f"{{{{{text}}}}} is passed to a command that runs its argument as shell code (eval, sh -c, ssh, su); "
+                f"quoting cannot protect it there. Read the value from the environment instead: "
+                f"sh -c 'echo \"$ABILITIES_INPUT_<NAME>\"' (every input is exported under that name)"
+            )
 
     def _variable(self, text: str) -> str:
         name = f"{ENV_PREFIX}{len(self.env) + 1}"
@@ -174,6 +202,18 @@ def _scan(command: str, i: int, stack: list[str], out: list[str]) -> int:
     if ch == "\\" and i + 1 < len(command):
         out.append(command[i : i + 2])
         return i + 2
+    if top == "arith":
+        if command.startswith("))", i):
+            stack.pop()
+            out.append("))")
+            return i + 2
+        out.append(ch)
+        return i + 1
+    if command.startswith("$((", i) or (top != "double" and command.startswith("((", i)):
+        opener = "$((" if ch == "$" else "(("
+        stack.append("arith")
+        out.append(opener)
+        return i + len(opener)
     if command.startswith("$(", i):
         stack.append("paren")
         out.append("$(")
