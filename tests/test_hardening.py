@@ -276,3 +276,17 @@ async def test_inputs_are_exported_under_stable_names_for_commands_that_read_the
     )
     result = await client.call_tool("ability_run", {"name": "exported"})
     assert result.structured_content["steps"][0]["output"] == "[a b; touch PWNED]"
+
+
+async def test_inputs_that_are_not_an_object_are_refused_with_an_example(client, write) -> None:
+    write(
+        "typed",
+        """
+        description: typed
+        steps:
+          - {id: s, type: script, run: 'true'}
+    """,
+    )
+    for bad in ([1], "[1]", "not json"):
+        result = await client.call_tool("ability_run", {"name": "typed", "inputs": bad})
+        assert result.is_error and 'e.g. {"version": "v1.2.3"}' in result.content[0].text

@@ -46,11 +46,14 @@ class Reaper:
     def __init__(self, grace_seconds: float):
         self.grace = grace_seconds
         self._proc: subprocess.Popen | None = None
+        self._watched: set[int] = set()  # told again to a watchdog started anew
 
     def watch(self, pgid: int) -> None:
+        self._watched.add(pgid)
         self._send(f"+ {pgid}\n")
 
     def release(self, pgid: int) -> None:
+        self._watched.discard(pgid)
         self._send(f"- {pgid}\n")
 
     def close(self) -> None:
@@ -71,6 +74,7 @@ class Reaper:
 
     def _ensure(self) -> subprocess.Popen:
         if self._proc is None or self._proc.poll() is not None:
+            known = "".join(f"+ {pgid}\n" for pgid in self._watched)
             self._proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _WATCHDOG % {"grace": self.grace}],
                 stdin=subprocess.PIPE,
@@ -80,4 +84,6 @@ class Reaper:
                 close_fds=True,
                 env={"PATH": os.environ.get("PATH", "")},
             )
+            if known and self._proc.stdin is not None:
+                self._proc.stdin.write(known.encode())
         return self._proc

@@ -121,7 +121,7 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
     async def ability_run(
         name: Annotated[str, Field(description="Ability name from ability_list")],
         ctx: Context,
-        inputs: Annotated[dict[str, Any] | str | None, Field(description="Input values by name")] = None,
+        inputs: Annotated[dict[str, Any] | str | list[Any] | None, Field(description="Input values by name")] = None,
         wait_seconds: Annotated[float, Field(ge=0, le=600, description="Return after this long at most")] = 20,
     ) -> Run:
         """Start an ability. Returns when the run ends, waits for you, or wait_seconds pass; then follow next_calls."""
@@ -213,10 +213,12 @@ def _refused_handback(problem: str, view: Run) -> str:
     return f"Hand-back refused: {problem}. It counted as an attempt. {after}. Legal next call(s): {calls or 'none'}."
 
 
-def _parse_inputs(inputs: dict[str, Any] | str | None) -> dict[str, Any] | None:
-    """Some clients send the inputs object as JSON text."""
-    if not isinstance(inputs, str):
+def _parse_inputs(inputs: dict[str, Any] | str | list[Any] | None) -> dict[str, Any] | None:
+    """Some clients send the inputs object as JSON text; anything but an object is refused with an example."""
+    if inputs is None or isinstance(inputs, dict):
         return inputs
+    if isinstance(inputs, list):
+        raise ToolError('inputs must be an object keyed by input name, e.g. {"version": "v1.2.3"}; got a list')
     try:
         parsed = json.loads(inputs) if inputs.strip() else {}
     except json.JSONDecodeError as exc:

@@ -208,9 +208,21 @@ class Store:
         )
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        """A run with its steps, or None."""
-        row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
-        return self._with_steps(row) if row else None
+        """A run with its steps, or None; read in one snapshot so another process's commit cannot split it."""
+        with self._snapshot():
+            row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            return self._with_steps(row) if row else None
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        if self.db.in_transaction:
+            yield
+            return
+        self.db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.db.execute("COMMIT")
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT step_id, event, detail, at FROM events WHERE run_id=? ORDER BY id", (run_id,))
