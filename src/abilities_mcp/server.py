@@ -198,7 +198,9 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         limit: Annotated[int, Field(ge=1, le=500, description="How many runs, newest first")] = 20,
     ) -> History:
         """List past and current runs, newest first."""
-        return history_view(_session(ctx).store.runs(limit=limit))
+        session = _session(ctx)
+        session.engine.recover()  # a dead server's runs are listed as interrupted, as ability_status shows them
+        return history_view(session.store.runs(limit=limit))
 
 
 def _refused_handback(problem: str, view: Run) -> str:

@@ -1,6 +1,4 @@
-"""The run engine: one task per live run, each transition checked by the state machine and written to the store
-before anyone is told about it.
-"""
+"""The engine proper: start a run, drive its steps in order, record every transition, finish it."""
 
 from __future__ import annotations
 
@@ -8,23 +6,18 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from .catalog import Catalog
-from .checks import execution_order
-from .durations import parse_duration
-from .errors import DefinitionError, NextCall, Refused
-from .flow import refuse_unsupported, skip_reason
-from .handoff import agent_instructions, check_handback, cut, prior_context
-from .inputs import resolve_inputs
-from .machine import (
-    FINISHED_STEP_STATES,
-    LIVE_RUN_STATES,
+from ..catalog import Catalog
+from ..checks import execution_order
+from ..errors import DefinitionError, NextCall, Refused
+from ..flow import refuse_unsupported, skip_reason
+from ..inputs import resolve_inputs
+from ..machine import (
     RunEvent,
     RunState,
     StepEvent,
@@ -32,70 +25,25 @@ from .machine import (
     apply_run,
     apply_step,
 )
-from .models import DEFAULT_MAX_RETRIES, Ability, ScriptStep
-from .process import KILL_GRACE_SECONDS, MARKER_VAR, SpawnError, run_script
-from .reaper import Reaper
-from .recovery import recover_orphans
-from .scripts import check_result, needles, prepare_script, step_timeout
-from .store import RunRecord, StepRecord, Store, owner_alive, process_start
-from .templates import render_text
+from ..models import DEFAULT_MAX_RETRIES, ScriptStep
+from ..process import KILL_GRACE_SECONDS, MARKER_VAR, SpawnError, run_script
+from ..reaper import Reaper
+from ..recovery import recover_orphans
+from ..scripts import check_result, needles, prepare_script, step_timeout
+from ..store import RunRecord, StepRecord, Store, process_start
+from .control import RunControl
+from .handback import AgentSteps
+from .live import LiveRun, seconds
 
 log = logging.getLogger(__name__)
-AWAITING_STATES = (RunState.AWAITING_AGENT, RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION)
 # Pause before retry n is RETRY_BASE_SECONDS * 2**(n-1), at most RETRY_MAX_SECONDS: a flaky command gets room.
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
 # Concurrent steps under settings.parallel: true (each is a process; more would only contend for 2 cores).
 MAX_PARALLEL_STEPS = 8
-# Characters of an agent's hand-back kept in the store (head and tail), like a script's captured output.
-HANDBACK_KEEP_CHARS = 96 * 1024
-# How long cancel waits for a run's processes to be killed before it answers.
-CANCEL_WAIT_SECONDS = 10.0
 
 
-@dataclass
-class LiveRun:
-    """A run this process is executing."""
-
-    run_id: str
-    name: str
-    ability: Ability
-    inputs: dict[str, Any]
-    outputs: dict[str, dict[str, Any]]
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    done: anyio.Event = field(default_factory=anyio.Event)
-    changed: anyio.Event = field(default_factory=anyio.Event)
-    reason: str | None = None  # why it is being stopped: "cancel" | "shutdown"
-    halt_error: str | None = None  # set by a step whose failure stops the run
-    message: str = ""
-    status: str = RunState.PENDING
-    # The agent's hand-back for the awaited step: (step id, problem or None), and the event that wakes the run.
-    handback: tuple[str, str | None] | None = None
-    answered: anyio.Event = field(default_factory=anyio.Event)
-    # The server's environment, copied once per run (reading os.environ per step costs more than the spawn's setup).
-    base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
-
-    def notify(self, message: str) -> None:
-        """Wake everyone waiting for this run to change."""
-        self.message = message
-        self.changed.set()
-        self.changed = anyio.Event()
-
-    def resolve(self, ref: tuple[str, ...]) -> Any:
-        """The value of a {{...}} reference in this run."""
-        if ref[0] == "input":
-            return self.inputs.get(ref[1])
-        return self.outputs.get(ref[1], {}).get(ref[2])
-
-    def finished_steps(self) -> int:
-        return sum(o.get("status") in FINISHED_STEP_STATES for o in self.outputs.values())
-
-    def stop(self, reason: str) -> None:
-        self.reason = self.reason or reason
-        self.scope.cancel()
-
-
-class Engine:
+class Engine(AgentSteps, RunControl):
     """Starts, drives, cancels and resumes runs over a Store."""
 
     def __init__(self, store: Store, catalog: Catalog, *, retry_base: float = RETRY_BASE_SECONDS):
@@ -190,7 +138,7 @@ class Engine:
             with live.scope:
                 self._run_event(live, RunEvent.RESUME if resumed else RunEvent.START, "run started")
                 timeout = live.ability.settings.timeout
-                with anyio.move_on_after(_seconds(timeout)) as limit:
+                with anyio.move_on_after(seconds(timeout)) as limit:
                     error = await self._before_hooks(live, resumed)
                     if error is None:
                         error = await self._execute(live)
@@ -294,75 +242,6 @@ class Engine:
         if policy != "continue":
             live.halt_error = f"step {step.id!r} failed: {problem}"
 
-    async def _await_agent(self, live: LiveRun, step, attempt: int, attempts: int, previous: str | None) -> str | None:
-        """Hand the step to the calling agent and wait for ability_step_complete; returns why it failed, or None."""
-        prompt = render_text(step.prompt, live.resolve)
-        instructions = agent_instructions(
-            live.run_id, live.name, step, prompt, prior_context(step, live.outputs), attempt, attempts, previous
-        )
-        if attempt > 1:
-            self._step_event(live, step.id, StepEvent.RETRY)
-        live.handback, live.answered = None, anyio.Event()
-        self._step_event(
-            live,
-            step.id,
-            StepEvent.AWAIT,
-            attempts=attempt,
-            started_at=time.time(),
-            error=None,
-            instructions=instructions,
-            prompt=prompt,
-        )
-        self._run_event(live, RunEvent.AWAIT_AGENT, f"step {step.id} waits for the agent")
-        with anyio.move_on_after(_seconds(step.timeout)) as deadline:
-            await live.answered.wait()
-        if deadline.cancelled_caught:
-            problem = f"no hand-back within {step.timeout}; the step timed out"
-            self._step_event(live, step.id, StepEvent.FAIL, error=problem, finished_at=time.time())
-            self._run_event(live, RunEvent.PROCEED, f"step {step.id} timed out")
-            return problem
-        assert live.handback is not None
-        return live.handback[1]
-
-    def complete(self, run_id: str, step_id: str, output: str, success: bool) -> str | None:
-        """Take the agent's hand-back for the awaited step; returns why it was refused, or None when accepted."""
-        live = self._live_for_handback(run_id, step_id)
-        step = live.ability.step(step_id)
-        problem = check_handback(step, output, success)
-        kept = cut(output, HANDBACK_KEEP_CHARS)
-        event = StepEvent.FAIL if problem else StepEvent.SUCCEED
-        self._step_event(
-            live, step_id, event, output=kept, output_bytes=len(output.encode()), error=problem, finished_at=time.time()
-        )
-        live.outputs[step_id]["output"] = kept
-        self._run_event(live, RunEvent.PROCEED, f"step {step_id} handed back")
-        live.handback = (step_id, problem)
-        live.answered.set()
-        return problem
-
-    def _live_for_handback(self, run_id: str, step_id: str) -> LiveRun:
-        record = self._require(run_id)
-        live = self.live.get(run_id)
-        if live is None:
-            self._refuse_if_owned_elsewhere(record, "hand the step back")
-            raise Refused(
-                f"run {run_id!r} is {record.status}; there is no step to hand back",
-                record.status,
-                [NextCall("ability_resume", {"run_id": run_id})]
-                if record.status in (RunState.INTERRUPTED, RunState.FAILED)
-                else [NextCall("ability_history", {})],
-            )
-        current = next((s.step_id for s in record.steps if s.status == StepState.AWAITING), None)
-        if live.status != RunState.AWAITING_AGENT or current is None:
-            raise Refused(*_not_awaiting_agent(record, live.status))
-        if step_id != current:
-            raise Refused(
-                f"step {step_id!r} is not the current step; the run waits for {current!r}",
-                live.status,
-                [NextCall("ability_step_complete", {"run_id": run_id, "step_id": current, "output": "<your result>"})],
-            )
-        return live
-
     async def _attempt(self, live: LiveRun, step: ScriptStep, attempt: int) -> str | None:
         """One attempt of a script step; returns the reason it failed, or None."""
         started = dict(attempts=attempt, started_at=time.time(), error=None)
@@ -370,9 +249,7 @@ class Engine:
         try:
             command, cwd, env = prepare_script(step, live, self.catalog.project.root)
         except ValueError as exc:
-            self._step_event(live, step.id, event, **started)
-            self._step_event(live, step.id, StepEvent.FAIL, error=str(exc), finished_at=time.time())
-            return str(exc)
+            return self._fail_unstarted(live, step.id, event, started, str(exc))
         env[MARKER_VAR] = f"{live.run_id}:{step.id}"
 
         def spawned(pgid: int) -> None:
@@ -391,9 +268,7 @@ class Engine:
                 **needles(step),
             )
         except SpawnError as exc:
-            self._step_event(live, step.id, event, **started)
-            self._step_event(live, step.id, StepEvent.FAIL, error=str(exc), finished_at=time.time())
-            return str(exc)
+            return self._fail_unstarted(live, step.id, event, started, str(exc))
         problem = check_result(step, result, cwd)
         output = result.stdout.rstrip("\n")
         fields = dict(
@@ -408,6 +283,12 @@ class Engine:
         )
         live.outputs[step.id].update(output=output, exit_code=result.exit_code)
         self._step_event(live, step.id, StepEvent.FAIL if problem else StepEvent.SUCCEED, **fields)
+        return problem
+
+    def _fail_unstarted(self, live: LiveRun, step_id: str, event: StepEvent, started: dict, problem: str) -> str:
+        """An attempt that could not even start still counts: record its start and its failure."""
+        self._step_event(live, step_id, event, **started)
+        self._step_event(live, step_id, StepEvent.FAIL, error=problem, finished_at=time.time())
         return problem
 
     async def _hooks(self, live: LiveRun, which: str, fatal: bool) -> str | None:
@@ -482,106 +363,6 @@ class Engine:
 
     # --- waiting, cancelling, resuming ----------------------------------------------------------------------
 
-    async def wait(
-        self,
-        run_id: str,
-        seconds: float,
-        on_change: Callable[[LiveRun], Awaitable[None]] | None = None,
-        *,
-        first_change: bool = False,
-    ) -> None:
-        """Wait until the run ends or waits for someone (or, with first_change, changes at all), at most `seconds`."""
-        live = self.live.get(run_id)
-        if live is None or seconds <= 0:
-            return
-        with anyio.move_on_after(seconds):
-            while not live.done.is_set() and (first_change or live.status not in AWAITING_STATES):
-                await live.changed.wait()
-                if on_change is not None:
-                    await on_change(live)
-                if first_change:
-                    return
-
-    async def cancel(self, run_id: str) -> None:
-        """Stop a run: its processes are killed before this returns."""
-        record = self._require(run_id)
-        live = self.live.get(run_id)
-        if live is not None:
-            live.stop("cancel")
-            with anyio.move_on_after(CANCEL_WAIT_SECONDS):
-                await live.done.wait()
-            return
-        if record.status == RunState.INTERRUPTED:
-            self.store.update_run(
-                run_id,
-                RunEvent.CANCEL,
-                "cancelled while interrupted",
-                status=apply_run(record.status, RunEvent.CANCEL),
-                finished_at=time.time(),
-            )
-            return
-        self._refuse_if_owned_elsewhere(record, "cancel")
-        raise Refused(f"run {run_id!r} already ended", record.status, [NextCall("ability_status", {"run_id": run_id})])
-
-    def resume(self, run_id: str, session_id: str) -> None:
-        """Continue an interrupted or failed run from the step that did not finish, in this session."""
-        record = self._require(run_id)
-        if run_id in self.live:
-            raise Refused(
-                f"run {run_id!r} is live in this server",
-                record.status,
-                [NextCall("ability_status", {"run_id": run_id, "wait_seconds": 30})],
-            )
-        self._refuse_if_owned_elsewhere(record, "resume")
-        if record.status not in (RunState.INTERRUPTED, RunState.FAILED):
-            raise Refused(
-                f"only interrupted or failed runs resume; {run_id!r} is {record.status}",
-                record.status,
-                [NextCall("ability_run", {"name": record.ability})],
-            )
-        apply_run(record.status, RunEvent.RESUME)  # refuses before anything is written
-        ability = Ability.model_validate(record.definition)
-        self._refuse_second_strict_run(session_id)
-        outputs: dict[str, dict[str, Any]] = {}
-        for step in record.steps:
-            if step.status == StepState.COMPLETED:
-                outputs[step.step_id] = {
-                    "status": StepState.COMPLETED,
-                    "output": step.output,
-                    "exit_code": step.exit_code,
-                }
-            elif step.status != StepState.PENDING:
-                self._store_step(run_id, step, StepEvent.RESET, error=None)
-        self.store.update_run(
-            run_id,
-            "adopted",
-            f"resumed by session {session_id}",
-            session_id=session_id,
-            owner_pid=self.owner[0],
-            owner_start=self.owner[1],
-            error=None,
-            finished_at=None,
-        )
-        self._launch(
-            LiveRun(run_id, record.ability, ability, record.inputs, outputs, status=record.status), resumed=True
-        )
-
-    def _refuse_if_owned_elsewhere(self, record: RunRecord, verb: str) -> None:
-        elsewhere = record.owner_pid != self.owner[0] and owner_alive(record.owner_pid, record.owner_start)
-        if record.status in LIVE_RUN_STATES and elsewhere:
-            raise Refused(
-                f"run {record.run_id!r} is live in another server process (pid {record.owner_pid}); {verb} it there",
-                record.status,
-                [NextCall("ability_status", {"run_id": record.run_id})],
-            )
-
-    def _require(self, run_id: str) -> RunRecord:
-        self.recover()
-        record = self.store.get_run(run_id)
-        if record is None:
-            raise Refused(f"there is no run {run_id!r}", "unknown", [NextCall("ability_history", {"limit": 20})])
-        return record
-
 
 def _stopped_because(live: LiveRun, shutdown: bool) -> str:
     if shutdown:
@@ -589,27 +370,3 @@ def _stopped_because(live: LiveRun, shutdown: bool) -> str:
     if live.reason == "cancel":
         return "cancelled"
     return f"killed: {live.halt_error or 'the run ended'}"
-
-
-def _not_awaiting_agent(record: RunRecord, status: str) -> tuple[str, str, list[NextCall]]:
-    """Why nothing can be handed back now, and what to do instead."""
-    rid = {"run_id": record.run_id}
-    running = next((s for s in record.steps if s.status == StepState.RUNNING), None)
-    if status == RunState.RUNNING and running is not None:
-        return (
-            f"the server is running script step {running.step_id!r}; nothing is waiting for the agent",
-            status,
-            [NextCall("ability_status", {**rid, "wait_seconds": 30})],
-        )
-    if status in (RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION):
-        return (
-            "the run waits for a person's answer, not for the agent; a person answers with "
-            f"`abilities-mcp approve {record.run_id}` in a terminal",
-            status,
-            [NextCall("ability_status", {**rid, "wait_seconds": 30})],
-        )
-    return (f"the run is {status}; nothing is waiting for the agent", status, [NextCall("ability_status", rid)])
-
-
-def _seconds(duration: str | float | None) -> float:
-    return parse_duration(duration) if duration is not None else float("inf")

@@ -1,0 +1,122 @@
+"""Waiting on, cancelling and resuming runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from ..errors import NextCall, Refused
+from ..machine import LIVE_RUN_STATES, RunEvent, RunState, StepEvent, StepState, apply_run
+from ..models import Ability
+from ..store import RunRecord, owner_alive
+from .live import AWAITING_STATES, LiveRun
+
+# How long cancel waits for a run's processes to be killed before it answers.
+CANCEL_WAIT_SECONDS = 10.0
+
+
+class RunControl:
+    """Mixed into Engine: needs its store, live runs, owner, _launch, _store_step and _refuse_second_strict_run."""
+
+    async def wait(
+        self,
+        run_id: str,
+        seconds: float,
+        on_change: Callable[[LiveRun], Awaitable[None]] | None = None,
+        *,
+        first_change: bool = False,
+    ) -> None:
+        """Wait until the run ends or waits for someone (or, with first_change, changes at all), at most `seconds`."""
+        live = self.live.get(run_id)
+        if live is None or seconds <= 0:
+            return
+        with anyio.move_on_after(seconds):
+            while not live.done.is_set() and (first_change or live.status not in AWAITING_STATES):
+                await live.changed.wait()
+                if on_change is not None:
+                    await on_change(live)
+                if first_change:
+                    return
+
+    async def cancel(self, run_id: str) -> None:
+        """Stop a run: its processes are killed before this returns."""
+        record = self._require(run_id)
+        live = self.live.get(run_id)
+        if live is not None:
+            live.stop("cancel")
+            with anyio.move_on_after(CANCEL_WAIT_SECONDS):
+                await live.done.wait()
+            return
+        if record.status == RunState.INTERRUPTED:
+            self.store.update_run(
+                run_id,
+                RunEvent.CANCEL,
+                "cancelled while interrupted",
+                status=apply_run(record.status, RunEvent.CANCEL),
+                finished_at=time.time(),
+            )
+            return
+        self._refuse_if_owned_elsewhere(record, "cancel")
+        raise Refused(f"run {run_id!r} already ended", record.status, [NextCall("ability_status", {"run_id": run_id})])
+
+    def resume(self, run_id: str, session_id: str) -> None:
+        """Continue an interrupted or failed run from the step that did not finish, in this session."""
+        record = self._require(run_id)
+        if run_id in self.live:
+            raise Refused(
+                f"run {run_id!r} is live in this server",
+                record.status,
+                [NextCall("ability_status", {"run_id": run_id, "wait_seconds": 30})],
+            )
+        self._refuse_if_owned_elsewhere(record, "resume")
+        if record.status not in (RunState.INTERRUPTED, RunState.FAILED):
+            raise Refused(
+                f"only interrupted or failed runs resume; {run_id!r} is {record.status}",
+                record.status,
+                [NextCall("ability_run", {"name": record.ability})],
+            )
+        apply_run(record.status, RunEvent.RESUME)  # refuses before anything is written
+        ability = Ability.model_validate(record.definition)
+        self._refuse_second_strict_run(session_id)
+        outputs: dict[str, dict[str, Any]] = {}
+        for step in record.steps:
+            if step.status == StepState.COMPLETED:
+                outputs[step.step_id] = {
+                    "status": StepState.COMPLETED,
+                    "output": step.output,
+                    "exit_code": step.exit_code,
+                }
+            elif step.status != StepState.PENDING:
+                self._store_step(run_id, step, StepEvent.RESET, error=None)
+        self.store.update_run(
+            run_id,
+            "adopted",
+            f"resumed by session {session_id}",
+            session_id=session_id,
+            owner_pid=self.owner[0],
+            owner_start=self.owner[1],
+            error=None,
+            finished_at=None,
+        )
+        self._launch(
+            LiveRun(run_id, record.ability, ability, record.inputs, outputs, status=record.status), resumed=True
+        )
+
+    def _refuse_if_owned_elsewhere(self, record: RunRecord, verb: str) -> None:
+        elsewhere = record.owner_pid != self.owner[0] and owner_alive(record.owner_pid, record.owner_start)
+        if record.status in LIVE_RUN_STATES and elsewhere:
+            raise Refused(
+                f"run {record.run_id!r} is live in another server process (pid {record.owner_pid}); {verb} it there",
+                record.status,
+                [NextCall("ability_status", {"run_id": record.run_id})],
+            )
+
+    def _require(self, run_id: str) -> RunRecord:
+        self.recover()
+        record = self.store.get_run(run_id)
+        if record is None:
+            raise Refused(f"there is no run {run_id!r}", "unknown", [NextCall("ability_history", {"limit": 20})])
+        return record

@@ -1,0 +1,109 @@
+"""Agent steps: the run pauses, hands the step out, and takes it back only in step and only when it passes."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+
+from ..errors import NextCall, Refused
+from ..handoff import agent_instructions, check_handback, cut, prior_context
+from ..machine import RunEvent, RunState, StepEvent, StepState
+from ..store import RunRecord
+from ..templates import render_text
+from .live import LiveRun, seconds
+
+# Characters of an agent's hand-back kept in the store (head and tail), like a script's captured output.
+HANDBACK_KEEP_CHARS = 96 * 1024
+
+
+class AgentSteps:
+    """Mixed into Engine: needs its _step_event, _run_event, _require and _refuse_if_owned_elsewhere."""
+
+    async def _await_agent(self, live: LiveRun, step, attempt: int, attempts: int, previous: str | None) -> str | None:
+        """Hand the step to the calling agent and wait for ability_step_complete; returns why it failed, or None."""
+        prompt = render_text(step.prompt, live.resolve)
+        instructions = agent_instructions(
+            live.run_id, live.name, step, prompt, prior_context(step, live.outputs), attempt, attempts, previous
+        )
+        if attempt > 1:
+            self._step_event(live, step.id, StepEvent.RETRY)
+        live.handback_problem, live.answered = None, anyio.Event()
+        self._step_event(
+            live,
+            step.id,
+            StepEvent.AWAIT,
+            attempts=attempt,
+            started_at=time.time(),
+            error=None,
+            instructions=instructions,
+            prompt=prompt,
+        )
+        self._run_event(live, RunEvent.AWAIT_AGENT, f"step {step.id} waits for the agent")
+        with anyio.move_on_after(seconds(step.timeout)) as deadline:
+            await live.answered.wait()
+        if deadline.cancelled_caught:
+            problem = f"no hand-back within {step.timeout}; the step timed out"
+            self._step_event(live, step.id, StepEvent.FAIL, error=problem, finished_at=time.time())
+            self._run_event(live, RunEvent.PROCEED, f"step {step.id} timed out")
+            return problem
+        return live.handback_problem
+
+    def complete(self, run_id: str, step_id: str, output: str, success: bool) -> str | None:
+        """Take the agent's hand-back for the awaited step; returns why it was refused, or None when accepted."""
+        live = self._live_for_handback(run_id, step_id)
+        step = live.ability.step(step_id)
+        problem = check_handback(step, output, success)
+        kept = cut(output, HANDBACK_KEEP_CHARS)
+        event = StepEvent.FAIL if problem else StepEvent.SUCCEED
+        self._step_event(
+            live, step_id, event, output=kept, output_bytes=len(output.encode()), error=problem, finished_at=time.time()
+        )
+        live.outputs[step_id]["output"] = kept
+        self._run_event(live, RunEvent.PROCEED, f"step {step_id} handed back")
+        live.handback_problem = problem
+        live.answered.set()
+        return problem
+
+    def _live_for_handback(self, run_id: str, step_id: str) -> LiveRun:
+        record = self._require(run_id)
+        live = self.live.get(run_id)
+        if live is None:
+            self._refuse_if_owned_elsewhere(record, "hand the step back")
+            raise Refused(
+                f"run {run_id!r} is {record.status}; there is no step to hand back",
+                record.status,
+                [NextCall("ability_resume", {"run_id": run_id})]
+                if record.status in (RunState.INTERRUPTED, RunState.FAILED)
+                else [NextCall("ability_history", {})],
+            )
+        current = next((s.step_id for s in record.steps if s.status == StepState.AWAITING), None)
+        if live.status != RunState.AWAITING_AGENT or current is None:
+            raise Refused(*_not_awaiting_agent(record, live.status))
+        if step_id != current:
+            raise Refused(
+                f"step {step_id!r} is not the current step; the run waits for {current!r}",
+                live.status,
+                [NextCall("ability_step_complete", {"run_id": run_id, "step_id": current, "output": "<your result>"})],
+            )
+        return live
+
+
+def _not_awaiting_agent(record: RunRecord, status: str) -> tuple[str, str, list[NextCall]]:
+    """Why nothing can be handed back now, and what to do instead."""
+    rid = {"run_id": record.run_id}
+    running = next((s for s in record.steps if s.status == StepState.RUNNING), None)
+    if status == RunState.RUNNING and running is not None:
+        return (
+            f"the server is running script step {running.step_id!r}; nothing is waiting for the agent",
+            status,
+            [NextCall("ability_status", {**rid, "wait_seconds": 30})],
+        )
+    if status in (RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION):
+        return (
+            "the run waits for a person's answer, not for the agent; a person answers with "
+            f"`abilities-mcp approve {record.run_id}` in a terminal",
+            status,
+            [NextCall("ability_status", {**rid, "wait_seconds": 30})],
+        )
+    return (f"the run is {status}; nothing is waiting for the agent", status, [NextCall("ability_status", rid)])

@@ -1,0 +1,61 @@
+"""A run this process is executing, and the few facts about runs every part of the engine shares."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from ..durations import parse_duration
+from ..machine import FINISHED_STEP_STATES, RunState
+from ..models import Ability
+
+AWAITING_STATES = (RunState.AWAITING_AGENT, RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION)
+
+
+@dataclass
+class LiveRun:
+    """A run this process is executing."""
+
+    run_id: str
+    name: str
+    ability: Ability
+    inputs: dict[str, Any]
+    outputs: dict[str, dict[str, Any]]
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+    reason: str | None = None  # why it is being stopped: "cancel" | "shutdown"
+    halt_error: str | None = None  # set by a step whose failure stops the run
+    message: str = ""
+    status: str = RunState.PENDING
+    # Why the agent's hand-back of the awaited step was refused (None: accepted), and the event that wakes the run.
+    handback_problem: str | None = None
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    # The server's environment, copied once per run (reading os.environ per step costs more than the spawn's setup).
+    base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    def notify(self, message: str) -> None:
+        """Wake everyone waiting for this run to change."""
+        self.message = message
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    def resolve(self, ref: tuple[str, ...]) -> Any:
+        """The value of a {{...}} reference in this run."""
+        if ref[0] == "input":
+            return self.inputs.get(ref[1])
+        return self.outputs.get(ref[1], {}).get(ref[2])
+
+    def finished_steps(self) -> int:
+        return sum(o.get("status") in FINISHED_STEP_STATES for o in self.outputs.values())
+
+    def stop(self, reason: str) -> None:
+        self.reason = self.reason or reason
+        self.scope.cancel()
+
+
+def seconds(duration: str | float | None) -> float:
+    return parse_duration(duration) if duration is not None else float("inf")
