@@ -422,11 +422,11 @@ async def test_abilities_with_steps_not_yet_executable_are_refused_before_anythi
         description: mixed
         steps:
           - {id: first, type: script, run: touch ran}
-          - {id: ok, type: approval, prompt: go?, needs: [first]}
+          - {id: ok, type: skill, skill: docs, needs: [first]}
     """,
     )
     result = await client.call_tool("ability_run", {"name": "mixed"})
-    assert result.is_error and "ok (approval)" in result.content[0].text
+    assert result.is_error and "ok (skill)" in result.content[0].text
     assert not (root / "ran").exists()
 
 
@@ -606,6 +606,9 @@ async def test_tools_are_listed_with_schemas_and_read_only_hints(client) -> None
         "ability_step_complete",
         "ability_list",
         "ability_validate",
+        "ability_match",
+        "ability_approve",
+        "ability_decide",
         "ability_run",
         "ability_status",
         "ability_cancel",

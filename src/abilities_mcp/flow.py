@@ -11,7 +11,7 @@ from .machine import StepState
 from .models import Ability
 
 # Step types this version executes; the others validate but are refused at run time until they are built.
-EXECUTABLE_STEP_TYPES = {"script", "agent"}
+EXECUTABLE_STEP_TYPES = {"script", "agent", "approval", "workflow"}
 
 
 class NotSupported(AbilitiesError):
@@ -37,17 +37,10 @@ def skip_reason(ability: Ability, step, inputs: dict[str, Any], outputs: dict[st
 
 
 def refuse_unsupported(name: str, ability: Ability) -> None:
-    """Refuse, before anything runs, an ability that needs a step type or feature this version lacks."""
+    """Refuse, before anything runs, an ability that needs a step type this version lacks."""
     pending = [f"{s.id} ({s.type})" for s in ability.steps if s.type not in EXECUTABLE_STEP_TYPES]
     if pending:
         raise NotSupported(
             f"Ability {name!r} has steps this server version validates but cannot run yet: {', '.join(pending)}. "
-            "Skill, approval and workflow steps are executed by a later release."
+            "Skill steps are executed by a later release."
         )
-    asks = ability.settings.on_failure == "ask" or any(s.on_failure == "ask" for s in ability.steps)
-    for feature, used in (("settings.approval: plan", ability.settings.approval == "plan"), ("on_failure: ask", asks)):
-        if used:
-            raise NotSupported(
-                f"Ability {name!r} uses {feature}, which needs a person's answer; this server "
-                "version cannot ask yet. Remove it or wait for the approvals release."
-            )

@@ -148,6 +148,9 @@ class ApprovalOption(Strict):
 
     label: str
     value: str
+    approves: bool | None = Field(
+        None, description="Whether choosing it approves; default: false for values like rejected/no/deny, else true"
+    )
 
 
 class ApprovalStep(StepBase):

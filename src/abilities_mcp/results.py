@@ -43,6 +43,7 @@ class StepResult(BaseModel):
     output: str | None = Field(None, description="Tail of the output, at most 4 KiB")
     output_bytes: int | None = Field(None, description="Total size of what the step printed to stdout")
     error: str | None = None
+    child_run: str | None = Field(None, description="A workflow step's child run (read it with ability_status)")
 
 
 class Run(BaseModel):
@@ -59,6 +60,10 @@ class Run(BaseModel):
     error: str | None = None
     started_at: str
     finished_at: str | None = None
+    parent_run: str | None = Field(None, description="The run whose workflow step started this one")
+    warnings: list[str] = Field(
+        default_factory=list, description="Under enforcement: loose, out-of-step calls are answered here, not refused"
+    )
 
 
 class InputInfo(BaseModel):

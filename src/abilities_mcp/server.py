@@ -1,4 +1,5 @@
-"""The MCP server: the only module that knows MCP. Tools are thin: check, call the engine, return a model."""
+"""The MCP server: with forms.py, the only module that knows MCP. Tools are thin: check, call the engine, return
+a model."""
 
 from __future__ import annotations
 
@@ -8,20 +9,23 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from mcp_types import InputRequiredResult
 from pydantic import Field
 
-from . import __version__
+from . import __version__, agents
 from .catalog import Catalog
 from .engine import Engine, LiveRun
 from .errors import AbilitiesError, NextCall, Refused
+from .forms import MAX_FORMS_PER_CALL, answer_from_retry, ask_by_form, form_era, input_required, open_question
 from .project import Project
 from .results import AbilityList, History, Run, ValidationReport
 from .store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS, Store
+from .triggers import Matcher, MatchList
 from .views import ability_info, history_view, run_view, validation_report
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
@@ -36,6 +40,8 @@ abilities-mcp runs project workflows ("abilities") whose steps must happen in or
 - Agent steps come back to you as current_step.instructions: do the work (delegate to the named agent), then
   hand it back with ability_step_complete(run_id, step_id, output). Hand-backs are checked.
 - Out-of-step calls are refused with the legal next call in the message.
+- Approval and decision steps are answered by a person (a form your client shows, or `abilities-mcp approve`
+  in their terminal), never by you unless the ability is enforcement: loose.
 - ability_cancel stops a run and kills its processes; ability_resume continues an interrupted or failed run.
 """
 
@@ -47,6 +53,38 @@ class Session:
     engine: Engine
     store: Store
     default_session_id: str
+    forms_work: bool = True  # cleared when this client failed a form: its runs wait for the terminal command
+
+    def view(self, run_id: str, warning: str | None = None) -> Run:
+        view = run_view(self.store.get_run(run_id), self.store.get_run)
+        if warning:
+            view.warnings.append(warning)
+        return view
+
+    async def settle(
+        self, ctx: Context, run_id: str, wait_seconds: float, progress=None, *, first_change: bool = False
+    ) -> Run | InputRequiredResult:
+        """Wait as the caller asked; when the run then waits for a person and the client shows forms, ask there."""
+        await self.engine.wait(run_id, wait_seconds, progress, first_change=first_change)
+        for _ in range(MAX_FORMS_PER_CALL):
+            asking = open_question(self.engine, run_id)
+            era = form_era(ctx) if asking is not None and self.forms_work else None
+            if asking is None or era is None:
+                break
+            if era == "modern":
+                return input_required(run_id, *asking)
+            if not await ask_by_form(self.engine, ctx, *asking):
+                self.forms_work = False
+                break
+            await self.engine.wait(run_id, wait_seconds, progress)
+        return self.view(run_id)
+
+    def refused_or_warned(self, run_id: str | None, refusal: Refused) -> Run:
+        """Under enforcement: loose an out-of-step call is answered with a warning and changes nothing."""
+        record = self.store.get_run(run_id) if run_id else None
+        if record is None or record.enforcement != "loose":
+            raise ToolError(str(refusal)) from refusal
+        return self.view(record.run_id, f"Not done (enforcement: loose, so this is a warning): {refusal}")
 
     def session_id(self, ctx: Context) -> str:
         """$CLAUDE_CODE_SESSION_ID, else OpenCode's _meta.sessionID, else the id minted for this connection."""
@@ -88,6 +126,7 @@ def create_server(
 
     server = MCPServer("abilities-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
     _add_ability_tools(server, catalog)
+    _add_matching_tools(server, catalog)
     return server
 
 
@@ -104,7 +143,7 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         catalog.refresh()
         found = [ability_info(catalog, d) for d in catalog.winners.values()]
         if agent:
-            found = [a for a in found if _agent_may_run(catalog, a.name, agent)]
+            found = [a for a in found if agents.agent_may_run(catalog, a.name, agent)]
         return AbilityList(abilities=sorted(found, key=lambda a: a.name))
 
     @server.tool(name="ability_validate", annotations=READ_ONLY)
@@ -123,30 +162,34 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         ctx: Context,
         inputs: Annotated[dict[str, Any] | str | list[Any] | None, Field(description="Input values by name")] = None,
         wait_seconds: Annotated[float, Field(ge=0, le=600, description="Return after this long at most")] = 20,
-    ) -> Run:
+        agent: Annotated[str | None, Field(description="The agent running it (checked against the ability)")] = None,
+    ) -> Run | InputRequiredResult:
         """Start an ability. Returns when the run ends, waits for you, or wait_seconds pass; then follow next_calls."""
         session = _session(ctx)
-        with tool_errors():
-            run_id = session.engine.start(name, _parse_inputs(inputs), session.session_id(ctx))
+        run_id = answer_from_retry(session.engine, ctx)  # a 2026-era client repeating the call with a form answer
+        if run_id is None:
+            with tool_errors():
+                if agent:
+                    agents.refuse_agent(catalog, name, agent)
+                run_id = session.engine.start(name, _parse_inputs(inputs), session.session_id(ctx))
 
         async def progress(live: LiveRun) -> None:
             await ctx.report_progress(live.finished_steps(), len(live.ability.steps), live.message)
 
-        await session.engine.wait(run_id, wait_seconds, progress)
-        return run_view(session.store.get_run(run_id))
+        return await session.settle(ctx, run_id, wait_seconds, progress)
 
     @server.tool(name="ability_status", annotations=READ_ONLY)
     async def ability_status(
         ctx: Context,
         run_id: Annotated[str | None, Field(description="Default: this session's live or latest run")] = None,
         wait_seconds: Annotated[float, Field(ge=0, le=600, description="Wait up to this long for a change")] = 0,
-    ) -> Run:
+    ) -> Run | InputRequiredResult:
         """Read a run: status, current step, step results and the legal next calls."""
         session = _session(ctx)
+        rid = answer_from_retry(session.engine, ctx)
         with tool_errors():
-            rid = _pick_run(session, ctx, run_id)
-            await session.engine.wait(rid, wait_seconds, first_change=True)
-            return run_view(session.store.get_run(rid))
+            rid = rid or _pick_run(session, ctx, run_id)
+        return await session.settle(ctx, rid, wait_seconds, first_change=True)
 
     @server.tool(name="ability_step_complete", annotations=ACTS)
     async def ability_step_complete(
@@ -156,16 +199,74 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         output: Annotated[str, Field(description="Your result for the step, checked against its validation")],
         success: Annotated[bool, Field(description="false when you could not do the step (say why in output)")] = True,
         wait_seconds: Annotated[float, Field(ge=0, le=600, description="Return after this long at most")] = 20,
-    ) -> Run:
+    ) -> Run | InputRequiredResult:
         """Hand the current agent step back. A hand-back that fails the step's validation is refused (an attempt)."""
         session = _session(ctx)
-        with tool_errors():
+        if answer_from_retry(session.engine, ctx) is not None:  # the hand-back was taken in the first round
+            return await session.settle(ctx, run_id, wait_seconds)
+        try:
             problem = session.engine.complete(run_id, step_id, output, success)
-        await session.engine.wait(run_id, wait_seconds)
-        view = run_view(session.store.get_run(run_id))
+        except Refused as refusal:
+            return session.refused_or_warned(run_id, refusal)
+        except AbilitiesError as exc:
+            raise ToolError(str(exc)) from exc
+        result = await session.settle(ctx, run_id, wait_seconds)
         if problem is not None:
-            raise ToolError(_refused_handback(problem, view))
-        return view
+            raise ToolError(_refused_handback(problem, session.view(run_id)))
+        return result
+
+    @server.tool(name="ability_approve", annotations=ACTS)
+    async def ability_approve(
+        ctx: Context,
+        run_id: Annotated[str, Field(description="The run waiting for approval")],
+        step_id: Annotated[str, Field(description="The approval step's id (current_step.id; 'plan' for the plan)")],
+        approved: Annotated[bool, Field(description="The person's answer, as they gave it")],
+        note: Annotated[str | None, Field(description="What the person said, for the record")] = None,
+        wait_seconds: Annotated[float, Field(ge=0, le=600, description="Return after this long at most")] = 20,
+    ) -> Run | InputRequiredResult:
+        """Relay a person's approval. Only abilities with enforcement: loose accept it; otherwise the person
+        answers themselves (their client's form, or `abilities-mcp approve RUN_ID` in a terminal)."""
+        session = _session(ctx)
+        try:
+            _, question = session.engine.pending_question(run_id, step_id, "agent")
+            if question.kind == "decision":
+                raise Refused(
+                    f"step {step_id!r} waits for a decision, not an approval",
+                    "awaiting_decision",
+                    [question.relay_call(run_id)],
+                )
+            session.engine.record_answer(run_id, question, question.from_yes_no(approved, "agent", note))
+        except Refused as refusal:
+            return session.refused_or_warned(run_id, refusal)
+        except AbilitiesError as exc:
+            raise ToolError(str(exc)) from exc
+        return await session.settle(ctx, run_id, wait_seconds)
+
+    @server.tool(name="ability_decide", annotations=ACTS)
+    async def ability_decide(
+        ctx: Context,
+        run_id: Annotated[str, Field(description="The run waiting for a decision")],
+        step_id: Annotated[str, Field(description="The failed step's id (current_step.id)")],
+        decision: Annotated[Literal["retry", "continue", "stop"], Field(description="The person's decision")],
+        wait_seconds: Annotated[float, Field(ge=0, le=600, description="Return after this long at most")] = 20,
+    ) -> Run | InputRequiredResult:
+        """Relay a person's decision after a failed step (on_failure: ask). Only under enforcement: loose; otherwise
+        the person answers themselves (their client's form, or `abilities-mcp decide RUN_ID ...` in a terminal)."""
+        session = _session(ctx)
+        try:
+            _, question = session.engine.pending_question(run_id, step_id, "agent")
+            if question.kind != "decision":
+                raise Refused(
+                    f"step {step_id!r} waits for an approval, not a decision",
+                    "awaiting_approval",
+                    [question.relay_call(run_id)],
+                )
+            session.engine.record_answer(run_id, question, question.from_choice(decision, "agent"))
+        except Refused as refusal:
+            return session.refused_or_warned(run_id, refusal)
+        except AbilitiesError as exc:
+            raise ToolError(str(exc)) from exc
+        return await session.settle(ctx, run_id, wait_seconds)
 
     @server.tool(name="ability_cancel", annotations=ToolAnnotations(destructive_hint=True))
     async def ability_cancel(
@@ -176,21 +277,28 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         session = _session(ctx)
         with tool_errors():
             rid = _pick_run(session, ctx, run_id, live_only=True)
+        try:
             await session.engine.cancel(rid)
-            return run_view(session.store.get_run(rid))
+        except Refused as refusal:
+            return session.refused_or_warned(rid, refusal)
+        return session.view(rid)
 
     @server.tool(name="ability_resume", annotations=ACTS)
     async def ability_resume(
         ctx: Context,
         run_id: Annotated[str, Field(description="An interrupted or failed run")],
         wait_seconds: Annotated[float, Field(ge=0, le=600)] = 20,
-    ) -> Run:
+    ) -> Run | InputRequiredResult:
         """Continue an interrupted or failed run from the step that did not finish, adopting it into this session."""
         session = _session(ctx)
-        with tool_errors():
-            session.engine.resume(run_id, session.session_id(ctx))
-        await session.engine.wait(run_id, wait_seconds)
-        return run_view(session.store.get_run(run_id))
+        if answer_from_retry(session.engine, ctx) is None:
+            try:
+                session.engine.resume(run_id, session.session_id(ctx))
+            except Refused as refusal:
+                return session.refused_or_warned(run_id, refusal)
+            except AbilitiesError as exc:
+                raise ToolError(str(exc)) from exc
+        return await session.settle(ctx, run_id, wait_seconds)
 
     @server.tool(name="ability_history", annotations=READ_ONLY)
     async def ability_history(
@@ -251,10 +359,15 @@ def _pick_run(session: Session, ctx: Context, run_id: str | None, live_only: boo
     return runs[0].run_id
 
 
-def _agent_may_run(catalog: Catalog, name: str, agent: str) -> bool:
-    ability = catalog.winners[name].ability
-    if ability is None:
-        return False
-    if ability.exclusive_agent:
-        return ability.exclusive_agent == agent
-    return not ability.compatible_agents or agent in ability.compatible_agents
+def _add_matching_tools(server: MCPServer, catalog: Catalog) -> None:
+    matcher = Matcher(catalog)
+
+    @server.tool(name="ability_match", annotations=READ_ONLY)
+    async def ability_match(
+        text: Annotated[str, Field(description="The request in the user's words, e.g. 'ship v1.2 to production'")],
+    ) -> MatchList:
+        """Find the abilities whose triggers (keywords, patterns) fit a request; best first, every fit listed.
+
+        Use before ability_run when unsure which ability applies. Empty when nothing fits.
+        """
+        return matcher.match(text)

@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, ability TEXT NOT NULL, session_id TEXT NOT NULL, status TEXT NOT NULL,
     enforcement TEXT NOT NULL, definition TEXT NOT NULL, source_path TEXT, inputs TEXT NOT NULL,
     parent_run TEXT, error TEXT, owner_pid INTEGER, owner_start INTEGER,
-    started_at REAL NOT NULL, finished_at REAL, updated_at REAL NOT NULL
+    started_at REAL NOT NULL, finished_at REAL, updated_at REAL NOT NULL,
+    question TEXT, question_id TEXT, answer TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_session ON runs(session_id, started_at);
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
@@ -35,7 +36,7 @@ CREATE TABLE IF NOT EXISTS steps (
     position INTEGER NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
     exit_code INTEGER, duration_ms INTEGER, output TEXT, stderr TEXT, output_bytes INTEGER, stderr_bytes INTEGER,
     instructions TEXT, prompt TEXT, error TEXT, pgid INTEGER,
-    started_at REAL, finished_at REAL,
+    started_at REAL, finished_at REAL, child_run TEXT,
     PRIMARY KEY (run_id, step_id)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -45,14 +46,22 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, id);
 """
 # Bumped with every schema change; older files are migrated forward when opened.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Columns added after a table was first created: (table, column, type). Migration adds the missing ones.
 ADDED_COLUMNS = [
     ("steps", "output_bytes", "INTEGER"),
     ("steps", "stderr_bytes", "INTEGER"),
     ("steps", "instructions", "TEXT"),
     ("steps", "prompt", "TEXT"),
+    ("steps", "child_run", "TEXT"),
+    ("runs", "question", "TEXT"),
+    ("runs", "question_id", "TEXT"),
+    ("runs", "answer", "TEXT"),
 ]
+RUN_COLUMNS = (
+    "run_id, ability, session_id, status, enforcement, definition, source_path, inputs, parent_run, error, "
+    "owner_pid, owner_start, started_at, finished_at, updated_at"
+).split(", ")
 LIVE = ("pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision")
 
 
@@ -77,6 +86,7 @@ class StepRecord:
     pgid: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    child_run: str | None = None  # a workflow step's child run
 
 
 @dataclass
@@ -99,6 +109,10 @@ class RunRecord:
     finished_at: float | None
     updated_at: float
     steps: list[StepRecord] = field(default_factory=list)
+    # The question a person must answer while the run waits (questions.Question as JSON), and the answer once given.
+    question: dict[str, Any] | None = None
+    question_id: str | None = None
+    answer: dict[str, Any] | None = None
 
     def step(self, step_id: str) -> StepRecord:
         return next(s for s in self.steps if s.step_id == step_id)
@@ -158,7 +172,7 @@ class Store:
         """Write a new run and its pending steps."""
         with self.transaction() as db:
             db.execute(
-                "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({','.join('?' * len(RUN_COLUMNS))})",
                 (
                     run.run_id,
                     run.ability,
@@ -200,6 +214,28 @@ class Store:
                 (*fields.values(), run_id, step_id),
             )
             self._event(run_id, step_id, event, detail)
+
+    def answer(self, run_id: str, question_id: str, answer: dict[str, Any], step_id: str | None = None) -> bool:
+        """Record the first answer to a pending question; False when it was answered already or is gone."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "UPDATE runs SET answer=?, updated_at=? WHERE run_id=? AND question_id=? AND answer IS NULL",
+                (json.dumps(answer), time.time(), run_id, question_id),
+            )
+            if cur.rowcount:
+                self._event(run_id, step_id, "answered", f"{answer['value']} by {answer['by']}")
+            return cur.rowcount == 1
+
+    def answer_to(self, run_id: str, question_id: str) -> dict[str, Any] | None:
+        """The answer given to a question, if any (another process may have written it)."""
+        row = self.db.execute(
+            "SELECT answer FROM runs WHERE run_id=? AND question_id=?", (run_id, question_id)
+        ).fetchone()
+        return json.loads(row["answer"]) if row and row["answer"] else None
+
+    def children(self, run_id: str) -> list[RunRecord]:
+        rows = self.db.execute("SELECT * FROM runs WHERE parent_run=? ORDER BY started_at", (run_id,)).fetchall()
+        return [self._with_steps(r) for r in rows]
 
     def _event(self, run_id: str, step_id: str | None, event: str, detail: str | None) -> None:
         self.db.execute(
@@ -271,6 +307,8 @@ class Store:
         data = dict(row)
         data["definition"] = json.loads(data["definition"])
         data["inputs"] = json.loads(data["inputs"])
+        for key in ("question", "answer"):
+            data[key] = json.loads(data[key]) if data[key] else None
         steps = self.db.execute("SELECT * FROM steps WHERE run_id=? ORDER BY position", (row["run_id"],)).fetchall()
         return RunRecord(
             **data, steps=[StepRecord(**{k: v for k, v in dict(s).items() if k != "run_id"}) for s in steps]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from .catalog import Catalog
@@ -10,6 +11,7 @@ from .handoff import AGENT_TOOLS
 from .loader import Definition
 from .machine import FINISHED_STEP_STATES, LIVE_RUN_STATES, StepState
 from .models import ScriptStep
+from .questions import Question
 from .results import (
     AbilityInfo,
     CurrentStep,
@@ -36,21 +38,35 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds") if ts else None
 
 
-def run_view(record: RunRecord) -> Run:
-    """A stored run as the tools show it, with the legal next calls."""
+def run_view(record: RunRecord, lookup: Callable[[str], RunRecord | None] | None = None) -> Run:
+    """A stored run as the tools show it, with the legal next calls.
+
+    `lookup` reads other runs: while a workflow step's child run waits for someone, the parent hands out the
+    child's step and the calls that answer it.
+    """
     current = next((s for s in record.steps if s.status in (StepState.RUNNING, StepState.AWAITING)), None)
+    child = _waiting_child(record, current, lookup)
+    question = Question.from_json(record.question) if record.question else None
+    if question is not None:
+        step, calls = _question_step(record, question), _question_calls(record, question)
+    elif child is not None:
+        step, calls = _child_step(current, child), [*child.next_calls, _cancel(record)]
+    else:
+        step = _current_step(record, current) if current else None
+        calls = next_calls(record)
     return Run(
         run_id=record.run_id,
         ability=record.ability,
         status=record.status,
         enforcement=record.enforcement,
-        current_step=_current_step(record, current) if current else None,
+        current_step=step,
         progress=Progress(done=sum(s.status in FINISHED_STEP_STATES for s in record.steps), total=len(record.steps)),
         steps=[_step_result(s) for s in record.steps],
-        next_calls=next_calls(record),
+        next_calls=calls,
         error=record.error,
         started_at=iso(record.started_at) or "",
         finished_at=iso(record.finished_at),
+        parent_run=record.parent_run,
     )
 
 
@@ -59,23 +75,69 @@ def next_calls(record: RunRecord) -> list[NextCallModel]:
     awaited = next((s for s in record.steps if s.status == StepState.AWAITING), None)
     if record.status == "awaiting_agent" and awaited is not None:
         handback = {**rid, "step_id": awaited.step_id, "output": "<your result>"}
-        return [
-            NextCallModel(tool="ability_step_complete", arguments=handback),
-            NextCallModel(tool="ability_cancel", arguments=rid),
-        ]
+        return [NextCallModel(tool="ability_step_complete", arguments=handback), _cancel(record)]
     if record.status in LIVE_RUN_STATES:
-        return [
-            NextCallModel(tool="ability_status", arguments={**rid, "wait_seconds": 30}),
-            NextCallModel(tool="ability_cancel", arguments=rid),
-        ]
-    if record.status == "interrupted":
-        return [
-            NextCallModel(tool="ability_resume", arguments=rid),
-            NextCallModel(tool="ability_cancel", arguments=rid),
-        ]
-    if record.status == "failed":
+        return [NextCallModel(tool="ability_status", arguments={**rid, "wait_seconds": 30}), _cancel(record)]
+    if record.status == "interrupted" and not record.parent_run:
+        return [NextCallModel(tool="ability_resume", arguments=rid), _cancel(record)]
+    if record.status == "failed" and not record.parent_run:
         return [NextCallModel(tool="ability_resume", arguments=rid)]
     return []
+
+
+def _cancel(record: RunRecord) -> NextCallModel:
+    return NextCallModel(tool="ability_cancel", arguments={"run_id": record.parent_run or record.run_id})
+
+
+def _waiting_child(
+    record: RunRecord, current: StepRecord | None, lookup: Callable[[str], RunRecord | None] | None
+) -> Run | None:
+    if current is None or current.type != "workflow" or not current.child_run or lookup is None:
+        return None
+    child = lookup(current.child_run)
+    if child is None or child.status not in LIVE_RUN_STATES:
+        return None
+    return run_view(child, lookup)
+
+
+def _child_step(current: StepRecord, child: Run) -> CurrentStep:
+    inner = child.current_step
+    where = f"Step {current.step_id!r} runs ability {child.ability!r} as child run {child.run_id}"
+    if inner is None:
+        return CurrentStep(id=current.step_id, type="workflow", instructions=f"{where}; wait for it.")
+    return inner.model_copy(update={"instructions": f"{where}, now at step {inner.id!r}.\n\n{inner.instructions}"})
+
+
+def _question_step(record: RunRecord, question: Question) -> CurrentStep:
+    spec = next((s for s in record.definition.get("steps", []) if s.get("id") == question.step_id), {})
+    answer = (
+        "You may relay the user's answer with "
+        + ("ability_decide" if question.kind == "decision" else "ability_approve")
+        + " (enforcement: loose)."
+        if record.enforcement == "loose"
+        else "You cannot answer it: only a person can."
+    )
+    return CurrentStep(
+        id=question.step_id,
+        type="decision" if question.kind == "decision" else "approval",
+        description=spec.get("description") if question.kind != "plan" else "Approve the step plan",
+        instructions=(
+            f"The run waits for a person's answer:\n{question.prompt}\n\n{answer} Ask the user to answer the form "
+            f"their client shows, or to type `{question.terminal_command(record.run_id)}` in a terminal. Then "
+            f"wait with ability_status(run_id={record.run_id!r}, wait_seconds=60)."
+        ),
+        prompt=question.prompt,
+        allowed_tools=[],
+        deadline=iso(question.deadline),
+    )
+
+
+def _question_calls(record: RunRecord, question: Question) -> list[NextCallModel]:
+    calls = [NextCallModel(tool="ability_status", arguments={"run_id": record.run_id, "wait_seconds": 60})]
+    if record.enforcement == "loose":
+        relay = question.relay_call(record.run_id)
+        calls.insert(0, NextCallModel(tool=relay.tool, arguments=relay.arguments))
+    return [*calls, _cancel(record)]
 
 
 def _current_step(record: RunRecord, step: StepRecord) -> CurrentStep:
@@ -85,14 +147,16 @@ def _current_step(record: RunRecord, step: StepRecord) -> CurrentStep:
     deadline = None
     if step.type == "script" and step.started_at:
         deadline = iso(step.started_at + step_timeout(ScriptStep.model_validate(spec)))
+    what = (
+        f"The server is running script step {step.step_id!r} itself; do not run it yourself."
+        if step.type == "script"
+        else f"Step {step.step_id!r} runs ability {spec.get('workflow')!r} as a child run ({step.child_run})."
+    )
     return CurrentStep(
         id=step.step_id,
         type=step.type,
         description=spec.get("description"),
-        instructions=(
-            f"The server is running script step {step.step_id!r} itself; do not run it yourself. "
-            f"Wait with ability_status(run_id={record.run_id!r}, wait_seconds=30)."
-        ),
+        instructions=f"{what} Wait with ability_status(run_id={record.run_id!r}, wait_seconds=30).",
         allowed_tools=[],
         deadline=deadline,
     )
@@ -128,6 +192,7 @@ def _step_result(step: StepRecord) -> StepResult:
         output=output,
         output_bytes=step.output_bytes,
         error=step.error,
+        child_run=step.child_run,
     )
 
 

@@ -12,7 +12,7 @@ from ..errors import NextCall, Refused
 from ..machine import LIVE_RUN_STATES, RunEvent, RunState, StepEvent, StepState, apply_run
 from ..models import Ability
 from ..store import RunRecord, owner_alive
-from .live import AWAITING_STATES, LiveRun
+from .live import LiveRun
 
 # How long cancel waits for a run's processes to be killed before it answers.
 CANCEL_WAIT_SECONDS = 10.0
@@ -34,7 +34,7 @@ class RunControl:
         if live is None or seconds <= 0:
             return
         with anyio.move_on_after(seconds):
-            while not live.done.is_set() and (first_change or live.status not in AWAITING_STATES):
+            while not live.done.is_set() and (first_change or not live.waits_for_someone()):
                 await live.changed.wait()
                 if on_change is not None:
                     await on_change(live)
@@ -72,6 +72,12 @@ class RunControl:
                 [NextCall("ability_status", {"run_id": run_id, "wait_seconds": 30})],
             )
         self._refuse_if_owned_elsewhere(record, "resume")
+        if record.parent_run:
+            raise Refused(
+                f"run {run_id!r} is a child of run {record.parent_run!r}; resuming the parent resumes it",
+                record.status,
+                [NextCall("ability_resume", {"run_id": record.parent_run})],
+            )
         if record.status not in (RunState.INTERRUPTED, RunState.FAILED):
             raise Refused(
                 f"only interrupted or failed runs resume; {run_id!r} is {record.status}",
@@ -79,8 +85,12 @@ class RunControl:
                 [NextCall("ability_run", {"name": record.ability})],
             )
         apply_run(record.status, RunEvent.RESUME)  # refuses before anything is written
-        ability = Ability.model_validate(record.definition)
         self._refuse_second_strict_run(session_id)
+        self._launch(self._revive(record, session_id), resumed=True)
+
+    def _revive(self, record: RunRecord, session_id: str, parent: LiveRun | None = None) -> LiveRun:
+        """Adopt a stopped run into this process and session: finished steps stay, the rest go back to pending."""
+        ability = Ability.model_validate(record.definition)
         outputs: dict[str, dict[str, Any]] = {}
         for step in record.steps:
             if step.status == StepState.COMPLETED:
@@ -90,9 +100,9 @@ class RunControl:
                     "exit_code": step.exit_code,
                 }
             elif step.status != StepState.PENDING:
-                self._store_step(run_id, step, StepEvent.RESET, error=None)
+                self._store_step(record.run_id, step, StepEvent.RESET, error=None)
         self.store.update_run(
-            run_id,
+            record.run_id,
             "adopted",
             f"resumed by session {session_id}",
             session_id=session_id,
@@ -100,10 +110,14 @@ class RunControl:
             owner_start=self.owner[1],
             error=None,
             finished_at=None,
+            question=None,
+            question_id=None,
+            answer=None,
         )
-        self._launch(
-            LiveRun(run_id, record.ability, ability, record.inputs, outputs, status=record.status), resumed=True
+        live = LiveRun(
+            record.run_id, record.ability, ability, record.inputs, outputs, session_id=session_id, status=record.status
         )
+        return self._register(live, parent)
 
     def _refuse_if_owned_elsewhere(self, record: RunRecord, verb: str) -> None:
         elsewhere = record.owner_pid != self.owner[0] and owner_alive(record.owner_pid, record.owner_start)

@@ -25,15 +25,17 @@ from ..machine import (
     apply_run,
     apply_step,
 )
-from ..models import DEFAULT_MAX_RETRIES, ScriptStep
+from ..models import DEFAULT_MAX_RETRIES, Ability, ScriptStep, Step
 from ..process import KILL_GRACE_SECONDS, MARKER_VAR, SpawnError, run_script
 from ..reaper import Reaper
 from ..recovery import recover_orphans
 from ..scripts import check_result, needles, prepare_script, step_timeout
 from ..store import RunRecord, StepRecord, Store, process_start
+from .asking import PersonSteps, question_fields
 from .control import RunControl
 from .handback import AgentSteps
 from .live import LiveRun, seconds
+from .nesting import ChildRuns
 
 log = logging.getLogger(__name__)
 # Pause before retry n is RETRY_BASE_SECONDS * 2**(n-1), at most RETRY_MAX_SECONDS: a flaky command gets room.
@@ -43,7 +45,7 @@ RETRY_MAX_SECONDS = 30.0
 MAX_PARALLEL_STEPS = 8
 
 
-class Engine(AgentSteps, RunControl):
+class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
     """Starts, drives, cancels and resumes runs over a Store."""
 
     def __init__(self, store: Store, catalog: Catalog, *, retry_base: float = RETRY_BASE_SECONDS):
@@ -86,9 +88,22 @@ class Engine(AgentSteps, RunControl):
         self.recover()  # a run a dead server left live must not block this session
         self._refuse_second_strict_run(session_id)
         values = resolve_inputs(ability.inputs, inputs)
+        live = self._new_run(name, ability, str(definition.path), values, session_id)
+        self._launch(live, resumed=False)
+        return live.run_id
+
+    def _new_run(
+        self,
+        name: str,
+        ability: Ability,
+        source_path: str,
+        values: dict[str, Any],
+        session_id: str,
+        parent: LiveRun | None = None,
+    ) -> LiveRun:
+        """Write a new pending run and register it as live (a child run is driven by its parent's task)."""
         run_id = f"run_{time.strftime('%Y%m%d')}_{secrets.token_hex(4)}"
         now = time.time()
-        order = execution_order(ability)
         record = RunRecord(
             run_id=run_id,
             ability=name,
@@ -96,20 +111,26 @@ class Engine(AgentSteps, RunControl):
             status=RunState.PENDING,
             enforcement=ability.settings.enforcement,
             definition=ability.model_dump(mode="json", by_alias=True, exclude_none=True),
-            source_path=str(definition.path),
+            source_path=source_path,
             inputs=values,
-            parent_run=None,
+            parent_run=parent.run_id if parent else None,
             error=None,
             owner_pid=self.owner[0],
             owner_start=self.owner[1],
             started_at=now,
             finished_at=None,
             updated_at=now,
-            steps=[StepRecord(sid, i, ability.step(sid).type) for i, sid in enumerate(order)],
+            steps=[StepRecord(sid, i, ability.step(sid).type) for i, sid in enumerate(execution_order(ability))],
         )
         self.store.create_run(record)
-        self._launch(LiveRun(run_id, name, ability, values, {}), resumed=False)
-        return run_id
+        live = LiveRun(run_id, name, ability, values, {}, session_id=session_id)
+        return self._register(live, parent)
+
+    def _register(self, live: LiveRun, parent: LiveRun | None) -> LiveRun:
+        if parent is not None:
+            live.parent, live.depth = parent, parent.depth + 1
+        self.live[live.run_id] = live
+        return live
 
     def _refuse_second_strict_run(self, session_id: str) -> None:
         for run in self.store.runs(session_id=session_id, live_only=True, limit=5):
@@ -126,8 +147,8 @@ class Engine(AgentSteps, RunControl):
 
     def _launch(self, live: LiveRun, resumed: bool) -> None:
         if self._tg is None:
+            self.live.pop(live.run_id, None)
             raise RuntimeError("Engine.running() must be entered before runs start")
-        self.live[live.run_id] = live
         self._tg.start_soon(self._drive, live, resumed)
 
     # --- driving --------------------------------------------------------------------------------------------
@@ -139,7 +160,9 @@ class Engine(AgentSteps, RunControl):
                 self._run_event(live, RunEvent.RESUME if resumed else RunEvent.START, "run started")
                 timeout = live.ability.settings.timeout
                 with anyio.move_on_after(seconds(timeout)) as limit:
-                    error = await self._before_hooks(live, resumed)
+                    error = await self._approve_plan(live, resumed)
+                    if error is None:
+                        error = await self._before_hooks(live, resumed)
                     if error is None:
                         error = await self._execute(live)
                 if limit.cancelled_caught:
@@ -184,7 +207,8 @@ class Engine(AgentSteps, RunControl):
             log.exception("could not record the end of run %s", live.run_id)
             return False
         finally:
-            self.live.pop(live.run_id, None)
+            if self.live.get(live.run_id) is live:
+                self.live.pop(live.run_id)
             live.done.set()
             live.notify(f"run {live.run_id} {live.status}")
 
@@ -220,7 +244,7 @@ class Engine(AgentSteps, RunControl):
             for step in order:
                 tg.start_soon(one, step)
 
-    async def _run_step(self, live: LiveRun, step: ScriptStep) -> None:
+    async def _run_step(self, live: LiveRun, step: Step) -> None:
         skip = skip_reason(live.ability, step, live.inputs, live.outputs)
         if skip is not None:
             self._step_event(live, step.id, StepEvent.SKIP, error=skip)
@@ -229,18 +253,35 @@ class Engine(AgentSteps, RunControl):
         retries = (
             (step.max_retries if step.max_retries is not None else DEFAULT_MAX_RETRIES) if policy == "retry" else 0
         )
-        problem = None
-        for attempt in range(1, retries + 2):
-            if step.type == "agent":
-                problem = await self._await_agent(live, step, attempt, retries + 1, problem)
-            else:
-                problem = await self._attempt(live, step, attempt)
+        attempt, problem = 0, None
+        while True:
+            attempt += 1
+            problem = await self._one_attempt(live, step, attempt, max(attempt, retries + 1), problem)
             if problem is None:
                 return
-            if attempt <= retries and step.type == "script":
+            if policy == "ask":
+                decision = await self._decide(live, step.id, problem)
+                if decision == "retry":
+                    continue
+                if decision == "continue":
+                    return
+                break
+            if attempt > retries:
+                break
+            if step.type == "script":
                 await anyio.sleep(min(self.retry_base * 2 ** (attempt - 1), RETRY_MAX_SECONDS))
         if policy != "continue":
             live.halt_error = f"step {step.id!r} failed: {problem}"
+
+    async def _one_attempt(self, live: LiveRun, step: Step, attempt: int, attempts: int, previous: str | None):
+        """One attempt of any step type; returns why it failed, or None."""
+        if step.type == "agent":
+            return await self._await_agent(live, step, attempt, attempts, previous)
+        if step.type == "approval":
+            return await self._approval(live, step, attempt)
+        if step.type == "workflow":
+            return await self._workflow(live, step, attempt)
+        return await self._attempt(live, step, attempt)
 
     async def _attempt(self, live: LiveRun, step: ScriptStep, attempt: int) -> str | None:
         """One attempt of a script step; returns the reason it failed, or None."""
@@ -337,7 +378,8 @@ class Engine(AgentSteps, RunControl):
         else:
             event = RunEvent.FAIL if error else RunEvent.SUCCEED
         finished = None if shutdown else time.time()
-        self._run_event(live, event, error or "run completed", error=error, finished_at=finished)
+        fields = question_fields(None) if live.question is not None or record.question else {}
+        self._run_event(live, event, error or "run completed", error=error, finished_at=finished, **fields)
         return not shutdown
 
     # --- recording ------------------------------------------------------------------------------------------
@@ -347,6 +389,8 @@ class Engine(AgentSteps, RunControl):
         self.store.update_run(live.run_id, event, message, status=status, **fields)
         live.status = status
         live.notify(message)
+        if live.parent is not None:
+            self._mirror(live)
 
     def _step_event(self, live: LiveRun, step_id: str, event: StepEvent, **fields: Any) -> None:
         current = live.outputs.get(step_id, {}).get("status", StepState.PENDING)

@@ -11,6 +11,7 @@ import anyio
 from ..durations import parse_duration
 from ..machine import FINISHED_STEP_STATES, RunState
 from ..models import Ability
+from ..questions import Question
 
 AWAITING_STATES = (RunState.AWAITING_AGENT, RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION)
 
@@ -24,6 +25,7 @@ class LiveRun:
     ability: Ability
     inputs: dict[str, Any]
     outputs: dict[str, dict[str, Any]]
+    session_id: str = ""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     done: anyio.Event = field(default_factory=anyio.Event)
     changed: anyio.Event = field(default_factory=anyio.Event)
@@ -34,8 +36,22 @@ class LiveRun:
     # Why the agent's hand-back of the awaited step was refused (None: accepted), and the event that wakes the run.
     handback_problem: str | None = None
     answered: anyio.Event = field(default_factory=anyio.Event)
+    # The question a person must answer now (one at a time), the event an answer sets, and the forms showing it.
+    question: Question | None = None
+    question_answered: anyio.Event = field(default_factory=anyio.Event)
+    asking: anyio.Lock = field(default_factory=anyio.Lock)
+    forms_open: set[str] = field(default_factory=set)
+    # A workflow step's child runs are driven inside the parent's task; stopping the parent stops them.
+    parent: LiveRun | None = None
+    children: list[LiveRun] = field(default_factory=list)
+    depth: int = 0
     # The server's environment, copied once per run (reading os.environ per step costs more than the spawn's setup).
     base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    def waits_for_someone(self) -> bool:
+        """Paused for the agent or a person (an answer given but not yet taken up does not count)."""
+        answered = self.question is not None and self.question_answered.is_set()
+        return self.status in AWAITING_STATES and not answered
 
     def notify(self, message: str) -> None:
         """Wake everyone waiting for this run to change."""
@@ -54,6 +70,8 @@ class LiveRun:
 
     def stop(self, reason: str) -> None:
         self.reason = self.reason or reason
+        for child in self.children:
+            child.stop(reason)
         self.scope.cancel()
 
 

@@ -1,0 +1,191 @@
+"""Steps a person answers: approvals, the plan approval, and the retry/continue/stop decision after a failure.
+
+The run waits in awaiting_approval / awaiting_decision with the question stored on it. Whoever answers first —
+an elicitation form, `abilities-mcp approve` in another process, or the agent under loose enforcement — wins a
+compare-and-set in the store; the waiting run notices through an in-process event or, for other processes, by
+reading the store every ANSWER_POLL_SECONDS.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+
+import anyio
+
+from ..checks import execution_order
+from ..errors import NextCall, Refused
+from ..machine import RunEvent, RunState, StepEvent
+from ..questions import PLAN_STEP, Answer, Question
+from ..store import RunRecord
+from ..templates import render_text
+from .live import LiveRun, seconds
+
+# How often a waiting run reads the store for an answer written by another process (the terminal command).
+ANSWER_POLL_SECONDS = 0.2
+_AWAIT_EVENT = {
+    "decision": RunEvent.AWAIT_DECISION,
+    "approval": RunEvent.AWAIT_APPROVAL,
+    "plan": RunEvent.AWAIT_APPROVAL,
+}
+
+
+class PersonSteps:
+    """Mixed into Engine: needs its store, live runs, _run_event, _step_event, _require, _refuse_if_owned_elsewhere."""
+
+    # --- asking (the run's side) ----------------------------------------------------------------------------
+
+    async def _approval(self, live: LiveRun, step, attempt: int) -> str | None:
+        """One attempt of an approval step; returns why it failed (rejected, timed out), or None when approved."""
+        prompt = render_text(step.prompt, live.resolve)
+        if attempt > 1:
+            self._step_event(live, step.id, StepEvent.RETRY)
+        limit = seconds(step.timeout)
+        deadline = time.time() + limit if step.timeout else None
+        self._step_event(
+            live, step.id, StepEvent.AWAIT, attempts=attempt, started_at=time.time(), error=None, prompt=prompt
+        )
+        answer = await self._ask(live, Question.approval(step.id, prompt, step.options, deadline), step.timeout)
+        problem = None if answer.approved else answer.summary()
+        live.outputs[step.id]["output"] = answer.value
+        self._step_event(
+            live,
+            step.id,
+            StepEvent.SUCCEED if answer.approved else StepEvent.FAIL,
+            output=answer.value + (f"\n{answer.note}" if answer.note else ""),
+            error=problem,
+            finished_at=time.time(),
+        )
+        return problem
+
+    async def _approve_plan(self, live: LiveRun, resumed: bool) -> str | None:
+        """settings.approval: plan — the person sees every step before the first one runs."""
+        if live.ability.settings.approval != "plan":
+            return None
+        if resumed and any(e["event"] == "plan_approved" for e in self.store.events(live.run_id)):
+            return None
+        answer = await self._ask(live, Question.approval(PLAN_STEP, plan_text(live), None, None), None)
+        if not answer.approved:
+            return f"the plan was {answer.summary()}"
+        self.store.update_run(live.run_id, "plan_approved", answer.summary())
+        return None
+
+    async def _decide(self, live: LiveRun, step_id: str, problem: str) -> str:
+        """on_failure: ask — retry, continue or stop, as a person says."""
+        answer = await self._ask(live, Question.decision(step_id, problem), None)
+        return answer.value
+
+    async def _ask(self, live: LiveRun, question: Question, limit: str | float | None) -> Answer:
+        """Pause the run until a person answers; the answer is stored before the run acts on it."""
+        async with live.asking:  # parallel steps ask one at a time
+            event = _AWAIT_EVENT[question.kind]
+            self._pose(live, question, event, f"step {question.step_id} waits for a person ({question.kind})")
+            try:
+                answer = await self._wait_for_answer(live, question, limit)
+            except BaseException:
+                live.question = None
+                raise
+            self._pose(live, None, RunEvent.PROCEED, f"step {question.step_id} {answer.summary()}")
+            return answer
+
+    def _pose(self, live: LiveRun, question: Question | None, event: RunEvent, message: str) -> None:
+        """Store the question (or clear it) in the same write as the run's change of state."""
+        live.question, live.question_answered = question, anyio.Event()
+        self._run_event(live, event, message, **question_fields(question))
+
+    async def _wait_for_answer(self, live: LiveRun, question: Question, limit: str | float | None) -> Answer:
+        with anyio.move_on_after(seconds(limit)):
+            while True:
+                stored = self.store.answer_to(live.run_id, question.id)
+                if stored is not None:
+                    return Answer(**stored)
+                with anyio.move_on_after(ANSWER_POLL_SECONDS):
+                    await live.question_answered.wait()
+        answer = question.timed_out(str(limit))
+        if self.store.answer(live.run_id, question.id, asdict(answer), question.step_id):
+            return answer
+        return Answer(**self.store.answer_to(live.run_id, question.id))  # answered in the very last moment
+
+    # --- answering (the person's side, any process) ---------------------------------------------------------
+
+    def pending_question(self, run_id: str, step_id: str | None, by: str) -> tuple[RunRecord, Question]:
+        """The question a run waits on, if `by` may answer it; otherwise Refused saying who may and how."""
+        record = self._require(run_id)
+        if record.question is None or record.status not in (RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION):
+            raise Refused(*_nothing_to_answer(record))
+        question = Question.from_json(record.question)
+        if by == "agent" and record.enforcement != "loose":
+            raise Refused(*_person_only(record, question))
+        if step_id is not None and step_id != question.step_id:
+            raise Refused(
+                f"step {step_id!r} is not waiting for an answer; the run asks about {question.step_id!r}",
+                record.status,
+                [question.relay_call(run_id) if record.enforcement == "loose" else _watch(run_id)[0]],
+            )
+        return record, question
+
+    def record_answer(self, run_id: str, question: Question, answer: Answer) -> None:
+        """Store the answer (first one wins) and wake the run if this process drives it."""
+        if not self.store.answer(run_id, question.id, asdict(answer), question.step_id):
+            record = self._require(run_id)
+            raise Refused(
+                f"the question about {question.step_id!r} was answered already", record.status, _watch(run_id)
+            )
+        live = self.live.get(run_id)
+        if live is not None:
+            live.question_answered.set()
+
+    def question(self, run_id: str) -> Question | None:
+        """The question a run this process drives is waiting on."""
+        live = self.live.get(run_id)
+        return live.question if live is not None else None
+
+
+def question_fields(question: Question | None) -> dict:
+    """The run columns that hold a pending question."""
+    return {
+        "question": json.dumps(question.to_json()) if question else None,
+        "question_id": question.id if question else None,
+        "answer": None,
+    }
+
+
+def plan_text(live: LiveRun) -> str:
+    """The steps in the order they will run, for a person to approve before the first one."""
+    lines = [f"Run ability {live.name!r} with inputs {live.inputs or '{}'}? The steps, in order:"]
+    for i, sid in enumerate(execution_order(live.ability), 1):
+        step = live.ability.step(sid)
+        when = f" (only when {step.when})" if step.when else ""
+        lines.append(f"{i}. {sid} [{step.type}] {step.description or ''}{when}".rstrip())
+    return "\n".join(lines)
+
+
+def _watch(run_id: str) -> list[NextCall]:
+    return [NextCall("ability_status", {"run_id": run_id, "wait_seconds": 30})]
+
+
+def _person_only(record: RunRecord, question: Question) -> tuple[str, str, list[NextCall]]:
+    return (
+        f"under enforcement: {record.enforcement}, only a person answers {question.kind} questions. Ask the user "
+        f"to answer the form their client shows or to type `{question.terminal_command(record.run_id)}` in a "
+        "terminal, then wait for the run",
+        record.status,
+        _watch(record.run_id),
+    )
+
+
+def _nothing_to_answer(record: RunRecord) -> tuple[str, str, list[NextCall]]:
+    rid = {"run_id": record.run_id}
+    if record.status == RunState.AWAITING_AGENT:
+        step = next((s.step_id for s in record.steps if s.status == "awaiting"), "?")
+        return (
+            f"the run waits for the agent's hand-back of {step!r}, not for an approval",
+            record.status,
+            [NextCall("ability_step_complete", {**rid, "step_id": step, "output": "<your result>"})],
+        )
+    return (
+        f"run {record.run_id!r} is {record.status}; no question is waiting",
+        record.status,
+        [NextCall("ability_status", rid)],
+    )
