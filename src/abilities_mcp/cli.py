@@ -162,6 +162,21 @@ def history(project: Project, args: argparse.Namespace) -> int:
     return 0
 
 
+def approve(project: Project, args: argparse.Namespace) -> int:
+    """A person approves (or rejects) the step a run waits on; refused unless typed at a terminal."""
+    from .terminal import answer_command
+
+    wanted = "reject" if args.reject else "approve"
+    return answer_command(project, args.run_id, args.step, wanted, args.choice, args.note)
+
+
+def decide(project: Project, args: argparse.Namespace) -> int:
+    """A person decides what happens after a failed step (on_failure: ask); refused unless typed at a terminal."""
+    from .terminal import answer_command
+
+    return answer_command(project, args.run_id, args.step, "decision", args.decision, args.note)
+
+
 def schema(project: Project, args: argparse.Namespace) -> int:
     """Print the JSON Schema of the ability format, for editors."""
     from .models import Ability
@@ -178,6 +193,8 @@ COMMANDS = {
     "run": run,
     "status": status,
     "history": history,
+    "approve": approve,
+    "decide": decide,
     "schema": schema,
 }
 
@@ -207,6 +224,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("history", parents=[common], help="list recent runs")
     p.add_argument("--limit", type=int, default=20)
+    p = sub.add_parser("approve", parents=[common], help="approve the step a run waits on (at a terminal only)")
+    p.add_argument("run_id")
+    p.add_argument("--reject", action="store_true", help="reject instead")
+    p.add_argument("--choice", help="the option value to answer with, for approvals with options")
+    p.add_argument("--step", help="the step asked about (default: whichever the run waits on)")
+    p.add_argument("--note", help="why, for the record")
+    p = sub.add_parser("decide", parents=[common], help="retry, continue or stop after a failed step (terminal only)")
+    p.add_argument("run_id")
+    p.add_argument("decision", choices=["retry", "continue", "stop"])
+    p.add_argument("--step", help="the failed step (default: whichever the run asks about)")
+    p.add_argument("--note", help="why, for the record")
     p = sub.add_parser("schema", parents=[common], help="print a JSON Schema for editors")
     p.add_argument("kind", choices=["ability"])
     return parser

@@ -1,4 +1,8 @@
-"""Running an ability in a terminal: live progress lines for a person, Ctrl-C cancels."""
+"""A person at a terminal: running an ability with live progress (Ctrl-C cancels), and answering the questions
+runs ask (`abilities-mcp approve` / `decide`, or inline while `run` drives the ability).
+
+Answers are taken only from a terminal: a piped stdin could be an agent's shell tool speaking for the person.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,9 @@ import anyio.to_thread
 
 from .catalog import Catalog
 from .engine import Engine
-from .errors import AbilitiesError
+from .errors import AbilitiesError, Refused
 from .project import Project
+from .questions import Answer, Question
 from .results import Run
 from .store import Store
 from .views import run_view
@@ -46,12 +51,18 @@ async def run_in_terminal(project: Project, name: str, inputs: dict[str, Any]) -
 
 async def _follow(engine: Engine, store: Store, run_id: str) -> None:
     seen: dict[str, tuple[str, int]] = {}
+    asked: set[str] = set()
     live = engine.live.get(run_id)
     while live is not None and not live.done.is_set():
         changed = live.changed
         _print_changes(store, run_id, seen)
         if live.status == "awaiting_agent":
             await _answer_agent_step(engine, store, run_id)
+            continue
+        asking = _open_question(live)
+        if asking is not None and asking[1].id not in asked:
+            asked.add(asking[1].id)
+            await _answer_question(engine, *asking)
             continue
         await changed.wait()
     _print_changes(store, run_id, seen)
@@ -70,6 +81,99 @@ async def _answer_agent_step(engine: Engine, store: Store, run_id: str) -> None:
     problem = engine.complete(run_id, step.step_id, answer, success=True)
     if problem:
         print(f"answer refused: {problem}", file=sys.stderr, flush=True)
+
+
+def _open_question(live):
+    """The question the run, or the child run it waits on, asks now."""
+    while live is not None:
+        if live.question is not None and not live.question_answered.is_set():
+            return live, live.question
+        live = next((c for c in live.children if not c.done.is_set()), None)
+    return None
+
+
+async def _answer_question(engine: Engine, live, question: Question) -> None:
+    """Ask the person here when stdin is a terminal; otherwise say how to answer from one."""
+    print(f"\n{question.message(live.run_id, live.name)}", flush=True)
+    if not sys.stdin.isatty():
+        print(
+            f"stdin is not a terminal, so the answer cannot come from here: in a terminal, type\n"
+            f"  {question.terminal_command(live.run_id)}",
+            flush=True,
+        )
+        return
+    answer = await anyio.to_thread.run_sync(_ask_inline, question, abandon_on_cancel=True)
+    if answer is None:
+        return
+    try:
+        engine.record_answer(live.run_id, question, answer)
+    except Refused as exc:  # answered meanwhile from elsewhere, or timed out
+        print(exc, file=sys.stderr, flush=True)
+
+
+def _ask_inline(question: Question) -> Answer | None:
+    """Read a choice typed at the terminal: y/n for a yes/no question, else one of the option values."""
+    if question.is_yes_no:
+        reply = _prompt(f"{question.options[0].label}? [y/N] ")
+        return None if reply is None else question.from_yes_no(reply.lower() in ("y", "yes"), "terminal")
+    while True:
+        reply = _prompt(f"Answer ({' / '.join(question.values())}): ")
+        if reply is None:
+            return None
+        if question.option(reply) is not None:
+            return question.from_choice(reply, "terminal")
+        print(f"{reply!r} is not one of {question.values()}", flush=True)
+
+
+def _prompt(text: str) -> str | None:
+    print(text, end="", flush=True)
+    line = sys.stdin.readline()
+    return line.strip() if line else None
+
+
+def answer_command(project: Project, run_id: str, step_id: str | None, wanted: str, choice: str | None, note) -> int:
+    """`abilities-mcp approve` / `decide`: show the question, take the person's confirmation, record the answer."""
+    if not sys.stdin.isatty():
+        print(
+            "abilities-mcp: refused: stdin is not a terminal. Approvals and decisions come from a person typing this "
+            "command in their own terminal; an agent's shell tool cannot give them.",
+            file=sys.stderr,
+        )
+        return 2
+    store = Store(project.state_db)
+    try:
+        engine = Engine(store, Catalog(project))
+        try:
+            record, question = engine.pending_question(run_id, step_id, "terminal")
+            answer = _command_answer(question, run_id, wanted, choice, note)
+        except (Refused, ValueError) as exc:
+            print(f"abilities-mcp: {exc}", file=sys.stderr)
+            return 1
+        print(question.message(run_id, record.ability), flush=True)
+        verb = {True: "Approve", False: "Reject"}[answer.approved] if question.kind != "decision" else answer.value
+        reply = _prompt(f"\n{verb.capitalize()} ({answer.value})? [y/N] ")
+        if (reply or "").lower() not in ("y", "yes"):
+            print("Nothing recorded.", flush=True)
+            return 1
+        try:
+            engine.record_answer(run_id, question, answer)
+        except Refused as exc:
+            print(f"abilities-mcp: {exc}", file=sys.stderr)
+            return 1
+        print(f"Recorded: {answer.summary()}.", flush=True)
+        return 0
+    finally:
+        store.close()
+
+
+def _command_answer(question: Question, run_id: str, wanted: str, choice: str | None, note: str | None) -> Answer:
+    if wanted == "decision" and question.kind != "decision":
+        raise ValueError(f"run {run_id} waits for an approval, not a decision: `{question.terminal_command(run_id)}`")
+    if wanted != "decision" and question.kind == "decision":
+        raise ValueError(f"run {run_id} waits for a decision, not an approval: `{question.terminal_command(run_id)}`")
+    if choice is not None:
+        return question.from_choice(choice, "terminal", note)
+    return question.from_yes_no(wanted == "approve", "terminal", note)
 
 
 def _read_answer() -> str | None:
