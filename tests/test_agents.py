@@ -211,7 +211,7 @@ def test_refusing_an_exclusive_ability_names_its_agent_and_the_next_call(ability
     assert refused.value.next_calls == [NextCall("ability_list", {"agent": "reviewer"})]
     assert str(refused.value) == (
         "Refused: agent 'reviewer' may not run ability 'deploy/production'; only 'deployer' may (exclusive_agent). "
-        "Delegate to it, or pick an ability this agent may run (state: agent 'reviewer' not allowed). "
+        "Delegate to an agent that may, or pick an ability this agent may run (state: agent 'reviewer' not allowed). "
         "Legal next call(s): ability_list(agent='reviewer')."
     )
 
@@ -223,7 +223,18 @@ def test_refusing_a_compatible_ability_names_every_agent_that_may(ability, agent
         refuse_agent(catalog, "build", "reviewer")
     message = str(refused.value)
     assert "only 'builder', 'claimer', 'tester' may (compatible_agents)" in message
-    assert "Delegate to one of them" in message and "ability_list(agent='reviewer')" in message
+    assert "Delegate to an agent that may" in message and "ability_list(agent='reviewer')" in message
+
+
+def test_an_agent_bound_by_its_file_runs_only_what_it_claims(ability, agent_file, catalog) -> None:
+    ability("open")
+    ability("build")
+    agent_file("builder.md", "abilities: [build]")
+    assert refuse_agent(catalog, "build", "builder") is None
+    assert refuse_agent(catalog, "open", "someone-else") is None  # agents without claims are not bound
+    with pytest.raises(Refused) as refused:
+        refuse_agent(catalog, "open", "builder")
+    assert "bound by its definition file's `abilities:` list, which does not name 'open'" in str(refused.value)
 
 
 def test_an_agent_that_may_run_the_ability_is_not_refused(ability, agent_file, catalog) -> None:
@@ -259,7 +270,7 @@ async def test_ability_list_for_an_agent_lists_what_it_may_run(client, ability, 
     assert await listed() == ["build", "deploy/production", "deploy/staging", "open"]
     assert await listed("builder") == ["build", "open"]
     assert await listed("deployer") == ["deploy/production", "deploy/staging", "open"]
-    assert await listed("release-manager") == ["build", "open"]
+    assert await listed("release-manager") == ["build"]  # bound to its claims; deploy/production is exclusive
     assert await listed("stranger") == ["open"]
 
 
@@ -270,3 +281,18 @@ async def test_ability_list_sees_a_new_agent_file_without_a_restart(client, abil
     agent_file("helper.md", "abilities: [build]", ".opencode/agents")
     second = await client.call_tool("ability_list", {"agent": "helper"})
     assert [a["name"] for a in second.structured_content["abilities"]] == ["build"]
+
+
+async def test_ability_run_refuses_an_agent_that_may_not_run_it_and_starts_for_one_that_may(
+    client, ability, agent_file
+) -> None:
+    ability("deploy/production", "exclusive_agent: deployer\n")
+    agent_file("builder.md", "abilities: [build]")
+    refused = await client.call_tool("ability_run", {"name": "deploy/production", "agent": "reviewer"})
+    assert refused.is_error
+    assert "only 'deployer' may (exclusive_agent)" in refused.content[0].text
+    assert "ability_list(agent='reviewer')" in refused.content[0].text
+    history = (await client.call_tool("ability_history", {})).structured_content["runs"]
+    assert history == []  # nothing started
+    ran = await client.call_tool("ability_run", {"name": "deploy/production", "agent": "deployer"})
+    assert not ran.is_error and ran.structured_content["status"] == "completed"

@@ -208,6 +208,47 @@ async def test_a_run_whose_server_died_hard_is_interrupted_cleaned_up_and_resuma
         assert resumed.structured_content["steps"][0]["output"] == "second attempt"
 
 
+async def test_a_run_waiting_for_the_agent_and_a_person_survives_a_sigkilled_server(
+    root: Path, write, tmp_path: Path
+) -> None:
+    write(
+        "gate",
+        """
+        description: an agent step, then a person's approval
+        steps:
+          - {id: build, type: script, run: echo built}
+          - {id: review, type: agent, prompt: Review it, needs: [build]}
+          - {id: approve, type: approval, prompt: Ship it?, needs: [review]}
+          - {id: ship, type: script, run: echo shipped, needs: [approve]}
+        """,
+    )
+    async with raw_server(root, tmp_path / "first.log") as first:
+        run = await first.call_tool("ability_run", {"name": "gate"})
+        assert run["status"] == "awaiting_agent"
+        first.process.kill()
+        with anyio.fail_after(10):
+            await first.process.wait()
+
+    async with Client(stdio_params(root), mode="legacy") as second:  # declares no elicitation: it will wait
+        rid = {"run_id": run["run_id"]}
+        assert (await second.call_tool("ability_status", rid)).structured_content["status"] == "interrupted"
+        resumed = (await second.call_tool("ability_resume", rid)).structured_content
+        assert resumed["status"] == "awaiting_agent" and resumed["current_step"]["id"] == "review"
+        assert next(s for s in resumed["steps"] if s["id"] == "build")["attempts"] == 1  # not run again
+        handed = {**rid, "step_id": "review", "output": "fine"}
+        waiting = (await second.call_tool("ability_step_complete", handed)).structured_content
+        assert waiting["status"] == "awaiting_approval"
+        pid = server_process(root).pid
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+    async with Client(stdio_params(root), mode="legacy") as third:
+        assert (await third.call_tool("ability_status", rid)).structured_content["status"] == "interrupted"
+        again = (await third.call_tool("ability_resume", rid)).structured_content
+        assert again["status"] == "awaiting_approval" and again["current_step"]["prompt"] == "Ship it?"
+        assert next(s for s in again["steps"] if s["id"] == "review")["status"] == "completed"
+        await third.call_tool("ability_cancel", rid)
+
+
 def _pgid(pid: int) -> int | None:
     try:
         return os.getpgid(pid)

@@ -1,8 +1,11 @@
 """Which agents may run which abilities: the ability's own rules and the agents' definition files (DESIGN §3).
 
 An ability restricts itself with `exclusive_agent` (only that agent) or `compatible_agents` (only those). An
-agent claims abilities in its own file's frontmatter (`abilities: [deploy/production, ...]`), which lets it run
-them even when the ability lists other compatible agents; only another agent's `exclusive_agent` beats a claim.
+agent claims abilities in its own file's frontmatter (`abilities: [deploy/production, ...]`): the claims bind
+the agent to those abilities, as in the OpenAgents plugin — it may run them even when the ability lists other
+compatible agents (only another agent's `exclusive_agent` beats a claim), and an agent with claims runs only
+what it claims or what names it explicitly. An agent without claims may run every ability that does not restrict
+itself to others.
 """
 
 from __future__ import annotations
@@ -83,7 +86,10 @@ def agent_may_run(catalog: Catalog, name: str, agent: str) -> bool:
     An ability whose file does not load (so its rules are unknown), or that does not exist, may be run by nobody.
     """
     allowed = allowed_agents(catalog, name)
-    return allowed is None or agent in allowed
+    if allowed is not None:
+        return agent in allowed
+    bound = {ability for ability, agents in agent_files(catalog).claims.items() if agent in agents}
+    return not bound or name in bound
 
 
 def allowed_agents(catalog: Catalog, name: str) -> list[str] | None:
@@ -107,12 +113,15 @@ def refuse_agent(catalog: Catalog, name: str, agent: str) -> None:
     definition = catalog.get(name)
     if definition.ability is None or agent_may_run(catalog, name, agent):
         return
-    allowed = allowed_agents(catalog, name) or []
-    rule = "exclusive_agent" if definition.ability.exclusive_agent else "compatible_agents"
-    who = ", ".join(repr(a) for a in allowed)
+    allowed = allowed_agents(catalog, name)
+    if allowed is None:
+        why = f"agent {agent!r} is bound by its definition file's `abilities:` list, which does not name {name!r}"
+    else:
+        rule = "exclusive_agent" if definition.ability.exclusive_agent else "compatible_agents"
+        who = ", ".join(repr(a) for a in allowed)
+        why = f"agent {agent!r} may not run ability {name!r}; only {who} may ({rule})"
     raise Refused(
-        f"agent {agent!r} may not run ability {name!r}; only {who} may ({rule}). "
-        f"Delegate to {'it' if len(allowed) == 1 else 'one of them'}, or pick an ability this agent may run",
+        f"{why}. Delegate to an agent that may, or pick an ability this agent may run",
         f"agent {agent!r} not allowed",
         [NextCall("ability_list", {"agent": agent})],
     )

@@ -144,7 +144,7 @@ def status(project: Project, args: argparse.Namespace) -> int:
     if record is None:
         print(f"No run {args.run_id!r}." if args.run_id else "No runs yet.", file=sys.stderr)
         return 1
-    view = run_view(record)
+    view = run_view(record, store.get_run)
     print(view.model_dump_json(indent=2) if args.json else print_run(view))
     return 0
 

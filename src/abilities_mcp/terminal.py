@@ -42,7 +42,7 @@ async def run_in_terminal(project: Project, name: str, inputs: dict[str, Any]) -
                 tg.start_soon(_cancel_on_interrupt, engine, run_id)
                 await _follow(engine, store, run_id)
                 tg.cancel_scope.cancel()
-        view = run_view(store.get_run(run_id))
+        view = run_view(store.get_run(run_id), store.get_run)
         print(print_run(view))
         return 0 if view.status == "completed" else 1
     finally:
