@@ -33,7 +33,7 @@ ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=False)
 # Clients cut server instructions around 2 KB.
 INSTRUCTIONS = """\
 abilities-mcp runs project workflows ("abilities") whose steps must happen in order.
-- Find one: ability_list (or ability_validate to see broken files).
+- Find one: ability_match(text) ranks abilities whose triggers fit the request; ability_list shows all.
 - Start it: ability_run(name, inputs). Script steps are run by the server; do not run them yourself.
 - A run returns when it ends, waits for you, or wait_seconds pass. Then follow `next_calls` exactly:
   usually ability_status(run_id, wait_seconds=30) until it ends.
