@@ -247,3 +247,24 @@ def _events(root, run_id: str) -> list[dict]:
         return store.events(run_id)
     finally:
         store.close()
+
+
+async def test_a_refused_hand_back_under_on_failure_ask_lets_a_person_give_the_agent_another_try(project, write):
+    write(
+        "review",
+        """
+        description: review
+        steps:
+          - {id: review, type: agent, prompt: Review, on_failure: ask, validation: {output_contains: APPROVED}}
+    """,
+    )
+    person = Person(content={"decision": "retry"})
+    async with client_for(project, "legacy", person) as client:
+        run = (await client.call_tool("ability_run", {"name": "review"})).structured_content
+        args = {"run_id": run["run_id"], "step_id": "review"}
+        refused = await client.call_tool("ability_step_complete", {**args, "output": "meh"})
+        assert refused.is_error and "does not contain 'APPROVED'" in refused.content[0].text
+        assert "handed out again (attempt 2)" in refused.content[0].text  # the person chose retry in the form
+        assert len(person.asked) == 1 and "Step 'review' failed" in person.asked[0].message
+        done = (await client.call_tool("ability_step_complete", {**args, "output": "APPROVED"})).structured_content
+    assert done["status"] == "completed" and done["steps"][0]["attempts"] == 2

@@ -314,11 +314,13 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
 def _refused_handback(problem: str, view: Run) -> str:
     """A refused hand-back: the reason, what it cost, and the legal next call."""
     step = view.current_step
-    after = (
-        f"Step {step.id!r} is handed out again (attempt {next(s.attempts for s in view.steps if s.id == step.id)})"
-        if step
-        else f"The run is now {view.status}"
-    )
+    if view.status == "awaiting_agent" and step is not None:
+        attempt = next((s.attempts for s in view.steps if s.id == step.id), 0)
+        after = f"Step {step.id!r} is handed out again (attempt {attempt})"
+    elif view.status == "awaiting_decision":
+        after = "A person now decides whether to retry, continue or stop (on_failure: ask)"
+    else:
+        after = f"The run is now {view.status}"
     calls = "; ".join(f"{c.tool}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})" for c in view.next_calls)
     return f"Hand-back refused: {problem}. It counted as an attempt. {after}. Legal next call(s): {calls or 'none'}."
 
