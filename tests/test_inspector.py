@@ -23,8 +23,11 @@ ABILITY_TOOLS = {
     "ability_resume",
     "ability_history",
     "ability_step_complete",
+    "ability_approve",
+    "ability_decide",
+    "ability_match",
 }
-READ_ONLY_TOOLS = {"ability_list", "ability_validate", "ability_status", "ability_history"}
+READ_ONLY_TOOLS = {"ability_list", "ability_validate", "ability_status", "ability_history", "ability_match"}
 # Captured at import, before the tests point HOME at a scratch folder: npx keeps its downloads in the real cache.
 NPM_CACHE = Path(os.environ.get("npm_config_cache") or Path(os.environ.get("HOME", "~")).expanduser() / ".npm")
 
@@ -53,7 +56,7 @@ def inspect(npx: str, root: Path, *args: str) -> dict:
     return json.loads(result.stdout)["result"]
 
 
-def test_the_inspector_lists_the_seven_ability_tools_with_read_only_hints(npx: str, root: Path, write) -> None:
+def test_the_inspector_lists_the_ability_tools_with_read_only_hints(npx: str, root: Path, write) -> None:
     write("hello", "description: says hello\nsteps:\n  - {id: greet, type: script, run: echo hello}\n")
 
     tools = {t["name"]: t for t in inspect(npx, root, "--method", "tools/list")["tools"]}
@@ -73,3 +76,19 @@ def test_the_inspector_calls_ability_list_and_gets_structured_content(npx: str, 
     [ability] = result["structuredContent"]["abilities"]
     assert (ability["name"], ability["description"], ability["valid"]) == ("hello", "says hello", True)
     assert [s["id"] for s in ability["steps"]] == ["greet"]
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_an_approval_waits_for_a_person_when_the_client_shows_no_forms(npx: str, root: Path, write, era) -> None:
+    """The Inspector CLI declares no elicitation: it is never sent a form, and the run says how a person answers."""
+    write("gated", "description: gated\nsteps:\n  - {id: ok, type: approval, prompt: Ship it?}\n")
+
+    result = inspect(
+        npx, root, "--protocol-era", era, "--method", "tools/call", "--tool-name", "ability_run",
+        "--tool-arg", "name=gated", "--tool-arg", "wait_seconds=5",
+    )  # fmt: skip
+
+    assert result["isError"] is False
+    run = result["structuredContent"]
+    assert run["status"] == "awaiting_approval" and run["current_step"]["prompt"] == "Ship it?"
+    assert f"abilities-mcp approve {run['run_id']}" in run["current_step"]["instructions"]
