@@ -9,6 +9,7 @@ import anyio
 from ..errors import NextCall, Refused
 from ..handoff import agent_instructions, check_handback, cut, prior_context
 from ..machine import RunEvent, RunState, StepEvent, StepState
+from ..questions import Question
 from ..store import RunRecord
 from ..templates import render_text
 from .live import LiveRun, seconds
@@ -73,9 +74,9 @@ class AgentSteps:
             raise Refused(
                 f"run {run_id!r} is {record.status}; there is no step to hand back",
                 record.status,
-                [NextCall("ability_resume", {"run_id": run_id})]
+                [NextCall("ability_resume", {"run_id": record.parent_run or run_id})]  # a child resumes with its parent
                 if record.status in (RunState.INTERRUPTED, RunState.FAILED)
-                else [NextCall("ability_history", {})],
+                else [NextCall("ability_status", {"run_id": run_id})],
             )
         current = next((s.step_id for s in record.steps if s.status == StepState.AWAITING), None)
         if live.status != RunState.AWAITING_AGENT or current is None:
@@ -99,11 +100,13 @@ def _not_awaiting_agent(record: RunRecord, status: str) -> tuple[str, str, list[
             status,
             [NextCall("ability_status", {**rid, "wait_seconds": 30})],
         )
-    if status in (RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION):
+    if status in (RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION) and record.question:
+        question = Question.from_json(record.question)
+        wait = NextCall("ability_status", {**rid, "wait_seconds": 30})
         return (
-            "the run waits for a person's answer, not for the agent; a person answers with "
-            f"`abilities-mcp approve {record.run_id}` in a terminal",
+            "the run waits for a person's answer, not for the agent; a person answers the form their client shows "
+            f"or types `{question.terminal_command(record.run_id)}` in a terminal",
             status,
-            [NextCall("ability_status", {**rid, "wait_seconds": 30})],
+            [question.relay_call(record.run_id), wait] if record.enforcement == "loose" else [wait],
         )
     return (f"the run is {status}; nothing is waiting for the agent", status, [NextCall("ability_status", rid)])
