@@ -293,12 +293,22 @@ class Store:
             return cur.rowcount == 1
 
     def prune(self, keep_runs: int = DEFAULT_HISTORY_RUNS, keep_days: float = DEFAULT_HISTORY_DAYS) -> int:
-        """Forget finished runs beyond the newest `keep_runs` or older than `keep_days`; returns how many."""
+        """Forget finished runs beyond the newest `keep_runs` or older than `keep_days`; returns how many.
+
+        Only top-level runs are ranked and aged (a child whose parent is gone counts as one); a workflow step's
+        child runs go with their parent and stay with it.
+        """
         cutoff = time.time() - keep_days * 86400
+        top = "(parent_run IS NULL OR parent_run NOT IN (SELECT run_id FROM runs))"
         with self.transaction() as db:
             cur = db.execute(
-                f"""DELETE FROM runs WHERE status NOT IN ({",".join("?" * len(LIVE))}) AND (started_at < ? OR run_id
-                    NOT IN (SELECT run_id FROM runs ORDER BY started_at DESC LIMIT ?))""",
+                f"""DELETE FROM runs WHERE run_id IN (
+                    WITH RECURSIVE doomed(run_id) AS (
+                        SELECT run_id FROM runs WHERE {top} AND status NOT IN ({",".join("?" * len(LIVE))})
+                        AND (started_at < ? OR run_id NOT IN (
+                            SELECT run_id FROM runs WHERE {top} ORDER BY started_at DESC LIMIT ?))
+                        UNION SELECT runs.run_id FROM runs JOIN doomed ON runs.parent_run = doomed.run_id)
+                    SELECT run_id FROM doomed)""",
                 (*LIVE, cutoff, keep_runs),
             )
             return cur.rowcount

@@ -78,7 +78,9 @@ def next_calls(record: RunRecord) -> list[NextCallModel]:
         return [NextCallModel(tool="ability_step_complete", arguments=handback), _cancel(record)]
     if record.status in LIVE_RUN_STATES:
         return [NextCallModel(tool="ability_status", arguments={**rid, "wait_seconds": 30}), _cancel(record)]
-    if record.status == "interrupted" and not record.parent_run:
+    if record.status == "interrupted" and record.parent_run:  # it dies and resumes with its parent
+        return [NextCallModel(tool="ability_resume", arguments={"run_id": record.parent_run})]
+    if record.status == "interrupted":
         return [NextCallModel(tool="ability_resume", arguments=rid), _cancel(record)]
     if record.status == "failed" and not record.parent_run:
         return [NextCallModel(tool="ability_resume", arguments=rid)]
@@ -97,7 +99,10 @@ def _waiting_child(
     child = lookup(current.child_run)
     if child is None or child.status not in LIVE_RUN_STATES:
         return None
-    return run_view(child, lookup)
+    view = run_view(child, lookup)
+    # The parent's view adds its own cancel (the whole tree); the child's would repeat it or name a middle run.
+    view.next_calls = [c for c in view.next_calls if c.tool != "ability_cancel"]
+    return view
 
 
 def _child_step(current: StepRecord, child: Run) -> CurrentStep:

@@ -55,6 +55,7 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
         self._tg: anyio.abc.TaskGroup | None = None
         self.reaper = Reaper(KILL_GRACE_SECONDS)
         self._hook_scopes: set[anyio.CancelScope] = set()
+        self._stopping = False
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Engine]:
@@ -66,8 +67,11 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
                 try:
                     yield self
                 finally:
+                    self._stopping = True
                     for live in list(self.live.values()):
                         live.stop("shutdown")
+                    for scope in self._hook_scopes:
+                        scope.cancel()
         finally:
             self.reaper.close()
 
@@ -155,6 +159,7 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
 
     async def _drive(self, live: LiveRun, resumed: bool) -> None:
         error: str | None = None
+        unwinding = False
         try:
             with live.scope:
                 self._run_event(live, RunEvent.RESUME if resumed else RunEvent.START, "run started")
@@ -168,7 +173,10 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
                 if limit.cancelled_caught:
                     error = live.halt_error = f"the run exceeded settings.timeout ({timeout}); raise it or split it"
         except anyio.get_cancelled_exc_class():
-            live.reason = live.reason or "shutdown"  # cancelled from outside: the server is stopping
+            # Cancelled from outside: the server is stopping, or a child's parent stopped it (the parent was
+            # cancelled, ran out of time, or a parallel step failed): the child is cancelled, not interrupted.
+            unwinding = True
+            live.reason = live.reason or ("cancel" if live.parent is not None else "shutdown")
             raise
         except Exception as exc:  # a bug: record it on the run and in the log, keep the server up
             log.exception("run %s crashed", live.run_id)
@@ -176,6 +184,8 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
         finally:
             with anyio.CancelScope(shield=True):
                 ended = await self._finish_safely(live, error)
+            if ended and unwinding:  # a child its parent stopped: its after-hooks still run, shielded from that stop
+                await self._after_hooks(live, shielded=True)
         if ended:
             await self._after_hooks(live)
 
@@ -188,9 +198,11 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
             self.store.update_run(live.run_id, "hooks_before_passed")
         return error
 
-    async def _after_hooks(self, live: LiveRun) -> None:
+    async def _after_hooks(self, live: LiveRun, shielded: bool = False) -> None:
         """After-hooks run once the run's end is recorded; stopping the server cancels them (and kills them)."""
-        with anyio.CancelScope() as scope:
+        with anyio.CancelScope(shield=shielded) as scope:
+            if self._stopping:
+                scope.cancel()
             self._hook_scopes.add(scope)
             try:
                 await self._hooks(live, "after", fatal=False)

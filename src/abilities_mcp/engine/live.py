@@ -50,6 +50,9 @@ class LiveRun:
 
     def waits_for_someone(self) -> bool:
         """Paused for the agent or a person (an answer given but not yet taken up does not count)."""
+        child = next((c for c in self.children if not c.done.is_set()), None)
+        if child is not None:  # a parent only mirrors its child's waiting: the child knows whether it still waits
+            return self.status in AWAITING_STATES and child.waits_for_someone()
         answered = self.question is not None and self.question_answered.is_set()
         return self.status in AWAITING_STATES and not answered
 

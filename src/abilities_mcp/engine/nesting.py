@@ -11,12 +11,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import anyio
+
 from ..catalog import MAX_NESTING
 from ..errors import AbilitiesError
 from ..inputs import resolve_inputs
 from ..machine import RunEvent, RunState, StepEvent, StepState
 from ..templates import render_text
-from .live import AWAITING_STATES, LiveRun
+from .live import AWAITING_STATES, LiveRun, seconds
 
 _AWAIT = {
     RunState.AWAITING_AGENT: RunEvent.AWAIT_AGENT,
@@ -41,13 +43,16 @@ class ChildRuns:
         self._step_event(live, step.id, event, child_run=child.run_id, **started)
         live.children.append(child)
         try:
-            await self._drive(child, resumed=child.status != RunState.PENDING)
+            with anyio.move_on_after(seconds(step.timeout)) as deadline:  # the child is cancelled when it fires
+                await self._drive(child, resumed=child.status != RunState.PENDING)
         finally:
             live.children.remove(child)
         record = self.store.get_run(child.run_id)
         problem = (
             None if record.status == RunState.COMPLETED else f"child run {child.run_id} {record.status}: {record.error}"
         )
+        if deadline.cancelled_caught:
+            problem = f"child run {child.run_id} did not finish within {step.timeout}; it was cancelled"
         output = child_summary(record)
         live.outputs[step.id]["output"] = output
         self._step_event(
