@@ -94,3 +94,17 @@ async def test_deploy_to_production_with_a_person_approving_at_the_terminal(ship
             if done["status"] != "awaiting_approval" and done["status"] != "running":
                 break
     _deployed(done)
+
+
+def test_deploy_to_production_from_a_terminal_the_person_reviews_and_approves(shipped: Path) -> None:
+    term = Terminal(
+        cli(shipped, "run", "deploy/production", "-i", "version=v1.2.3", "-i", "environment=production"), shipped
+    )
+    shown = term.expect("end it with a line holding only '.'")
+    assert "[ok] setup" in shown and "Review the build of v1.2.3 for production" in shown
+    term.type("No findings. APPROVED")
+    term.type(".")
+    assert "Deploy v1.2.3 to production?" in term.expect("[y/N]")
+    term.type("y")
+    assert "completed  (6/6 steps)" in term.expect("(6/6 steps)")
+    assert term.wait() == 0

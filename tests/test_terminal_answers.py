@@ -195,3 +195,19 @@ def test_run_with_piped_stdin_waits_for_the_terminal_command(root: Path) -> None
         finally:
             if runner.poll() is None:  # a failed assertion must not leave it waiting for an answer
                 runner.kill()
+
+
+def test_run_hands_a_child_runs_agent_step_to_the_person(root: Path) -> None:
+    (root / "abilities" / "inner.yaml").write_text(
+        "description: inner\nsteps:\n  - {id: ask, type: agent, prompt: Name a colour}\n"
+        "  - {id: echo, type: script, run: 'echo got {{steps.ask.output}}', needs: [ask]}\n"
+    )
+    (root / "abilities" / "outer.yaml").write_text(
+        "description: outer\nsteps:\n  - {id: sub, type: workflow, workflow: inner}\n"
+    )
+    term = Terminal(cli(root, "run", "outer"), root)
+    assert "Name a colour" in term.expect("end it with a line holding only '.'")
+    term.type("teal")
+    term.type(".")
+    assert "completed  (1/1 steps)" in term.expect("(1/1 steps)")
+    assert term.wait() == 0

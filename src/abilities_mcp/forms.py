@@ -45,11 +45,10 @@ def form_era(ctx: Context) -> str | None:
 def open_question(engine: Engine, run_id: str) -> tuple[LiveRun, Question] | None:
     """The question a run (or the child run it waits on) asks a person now, if this process drives it."""
     live = engine.live.get(run_id)
-    while live is not None:
-        if live.question is not None:
-            return None if live.question_answered.is_set() else (live, live.question)
-        live = next((c for c in live.children if not c.done.is_set()), None)
-    return None
+    asking = live.innermost() if live is not None else None
+    if asking is None or asking.question is None or asking.question_answered.is_set():
+        return None
+    return asking, asking.question
 
 
 def input_required(run_id: str, live: LiveRun, question: Question) -> InputRequiredResult:

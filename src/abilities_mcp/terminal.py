@@ -56,13 +56,14 @@ async def _follow(engine: Engine, store: Store, run_id: str) -> None:
     while live is not None and not live.done.is_set():
         changed = live.changed
         _print_changes(store, run_id, seen)
-        if live.status == "awaiting_agent":
-            await _answer_agent_step(engine, store, run_id)
+        target = live.innermost()  # a workflow step's child run asks through its parent
+        if target.status == "awaiting_agent":
+            await _answer_agent_step(engine, store, target.run_id)
             continue
-        asking = _open_question(live)
-        if asking is not None and asking[1].id not in asked:
-            asked.add(asking[1].id)
-            await _answer_question(engine, *asking)
+        question = target.question
+        if question is not None and not target.question_answered.is_set() and question.id not in asked:
+            asked.add(question.id)
+            await _answer_question(engine, target, question)
             continue
         await changed.wait()
     _print_changes(store, run_id, seen)
@@ -81,15 +82,6 @@ async def _answer_agent_step(engine: Engine, store: Store, run_id: str) -> None:
     problem = engine.complete(run_id, step.step_id, answer, success=True)
     if problem:
         print(f"answer refused: {problem}", file=sys.stderr, flush=True)
-
-
-def _open_question(live):
-    """The question the run, or the child run it waits on, asks now."""
-    while live is not None:
-        if live.question is not None and not live.question_answered.is_set():
-            return live, live.question
-        live = next((c for c in live.children if not c.done.is_set()), None)
-    return None
 
 
 async def _answer_question(engine: Engine, live, question: Question) -> None:

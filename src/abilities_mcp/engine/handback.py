@@ -78,8 +78,8 @@ class AgentSteps:
                 if record.status in (RunState.INTERRUPTED, RunState.FAILED)
                 else [NextCall("ability_status", {"run_id": run_id})],
             )
-        child = _waiting_child(live)
-        if child is not None and child.status == RunState.AWAITING_AGENT:
+        child = live.innermost()
+        if child is not live and child.status == RunState.AWAITING_AGENT:
             awaited = next(s.step_id for s in self.store.get_run(child.run_id).steps if s.status == StepState.AWAITING)
             raise Refused(
                 f"the step waiting for the agent, {awaited!r}, belongs to child run {child.run_id!r} (ability "
@@ -101,14 +101,6 @@ class AgentSteps:
                 [NextCall("ability_step_complete", {"run_id": run_id, "step_id": current, "output": "<your result>"})],
             )
         return live
-
-
-def _waiting_child(live: LiveRun) -> LiveRun | None:
-    """The innermost live child run a parent waits on, if any."""
-    child = None
-    while (inner := next((c for c in (child or live).children if not c.done.is_set()), None)) is not None:
-        child = inner
-    return child
 
 
 def _not_awaiting_agent(record: RunRecord, status: str) -> tuple[str, str, list[NextCall]]:

@@ -48,6 +48,13 @@ class LiveRun:
     # The server's environment, copied once per run (reading os.environ per step costs more than the spawn's setup).
     base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
+    def innermost(self) -> LiveRun:
+        """The deepest run this one waits on through workflow steps (itself when none)."""
+        run = self
+        while (child := next((c for c in run.children if not c.done.is_set()), None)) is not None:
+            run = child
+        return run
+
     def waits_for_someone(self) -> bool:
         """Paused for the agent or a person (an answer given but not yet taken up does not count)."""
         child = next((c for c in self.children if not c.done.is_set()), None)
