@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -78,6 +79,18 @@ class Session:
                 break
             await self.engine.wait(run_id, wait_seconds, progress)
         return self.view(run_id)
+
+    async def act_then_settle(
+        self, ctx: Context, run_id: str, wait_seconds: float, act: Callable[[], object]
+    ) -> Run | InputRequiredResult:
+        """Do what the call asks (refused or, under loose, warned), then wait as the caller asked."""
+        try:
+            act()
+        except Refused as refusal:
+            return self.refused_or_warned(run_id, refusal)
+        except AbilitiesError as exc:
+            raise ToolError(str(exc)) from exc
+        return await self.settle(ctx, run_id, wait_seconds)
 
     def refused_or_warned(self, run_id: str | None, refusal: Refused) -> Run:
         """Under enforcement: loose an out-of-step call is answered with a warning and changes nothing."""
@@ -227,20 +240,8 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         """Relay a person's approval. Only abilities with enforcement: loose accept it; otherwise the person
         answers themselves (their client's form, or `abilities-mcp approve RUN_ID` in a terminal)."""
         session = _session(ctx)
-        try:
-            _, question = session.engine.pending_question(run_id, step_id, "agent")
-            if question.kind == "decision":
-                raise Refused(
-                    f"step {step_id!r} waits for a decision, not an approval",
-                    "awaiting_decision",
-                    [question.relay_call(run_id)],
-                )
-            session.engine.record_answer(run_id, question, question.from_yes_no(approved, "agent", note))
-        except Refused as refusal:
-            return session.refused_or_warned(run_id, refusal)
-        except AbilitiesError as exc:
-            raise ToolError(str(exc)) from exc
-        return await session.settle(ctx, run_id, wait_seconds)
+        act = partial(session.engine.relay, run_id, step_id, approved=approved, note=note)
+        return await session.act_then_settle(ctx, run_id, wait_seconds, act)
 
     @server.tool(name="ability_decide", annotations=ACTS)
     async def ability_decide(
@@ -253,20 +254,8 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         """Relay a person's decision after a failed step (on_failure: ask). Only under enforcement: loose; otherwise
         the person answers themselves (their client's form, or `abilities-mcp decide RUN_ID ...` in a terminal)."""
         session = _session(ctx)
-        try:
-            _, question = session.engine.pending_question(run_id, step_id, "agent")
-            if question.kind != "decision":
-                raise Refused(
-                    f"step {step_id!r} waits for an approval, not a decision",
-                    "awaiting_approval",
-                    [question.relay_call(run_id)],
-                )
-            session.engine.record_answer(run_id, question, question.from_choice(decision, "agent"))
-        except Refused as refusal:
-            return session.refused_or_warned(run_id, refusal)
-        except AbilitiesError as exc:
-            raise ToolError(str(exc)) from exc
-        return await session.settle(ctx, run_id, wait_seconds)
+        act = partial(session.engine.relay, run_id, step_id, decision=decision)
+        return await session.act_then_settle(ctx, run_id, wait_seconds, act)
 
     @server.tool(name="ability_cancel", annotations=ToolAnnotations(destructive_hint=True))
     async def ability_cancel(
@@ -291,14 +280,10 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
     ) -> Run | InputRequiredResult:
         """Continue an interrupted or failed run from the step that did not finish, adopting it into this session."""
         session = _session(ctx)
-        if answer_from_retry(session.engine, ctx) is None:
-            try:
-                session.engine.resume(run_id, session.session_id(ctx))
-            except Refused as refusal:
-                return session.refused_or_warned(run_id, refusal)
-            except AbilitiesError as exc:
-                raise ToolError(str(exc)) from exc
-        return await session.settle(ctx, run_id, wait_seconds)
+        if answer_from_retry(session.engine, ctx) is not None:  # resumed in the first round already
+            return await session.settle(ctx, run_id, wait_seconds)
+        act = partial(session.engine.resume, run_id, session.session_id(ctx))
+        return await session.act_then_settle(ctx, run_id, wait_seconds, act)
 
     @server.tool(name="ability_history", annotations=READ_ONLY)
     async def ability_history(

@@ -125,6 +125,25 @@ class PersonSteps:
             )
         return record, question
 
+    def relay(
+        self, run_id: str, step_id: str, *, approved: bool = False, decision: str | None = None, note: str | None = None
+    ) -> None:
+        """The agent relays a person's answer: an approval, or (with `decision`) retry/continue/stop. Loose only."""
+        record, question = self.pending_question(run_id, step_id, "agent")
+        if (decision is not None) != (question.kind == "decision"):
+            asked, given = (
+                ("a decision", "an approval") if question.kind == "decision" else ("an approval", "a decision")
+            )
+            raise Refused(
+                f"step {step_id!r} waits for {asked}, not {given}", record.status, [question.relay_call(run_id)]
+            )
+        answer = (
+            question.from_choice(decision, "agent", note)
+            if decision is not None
+            else question.from_yes_no(approved, "agent", note)
+        )
+        self.record_answer(run_id, question, answer)
+
     def record_answer(self, run_id: str, question: Question, answer: Answer) -> None:
         """Store the answer (first one wins) and wake the run if this process drives it."""
         if not self.store.answer(run_id, question.id, asdict(answer), question.step_id):
