@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from mcp_types import ElicitRequestParams, ElicitResult
 import abilities_mcp.server as server_module
 from abilities_mcp.engine import Engine, nesting
 from abilities_mcp.server import create_server
-from abilities_mcp.store import RunRecord, StepRecord, Store
+from abilities_mcp.store import Store
 from conftest import TEST_RETRY_BASE
 from support import sleeping, stdio_params, stored_run, until
 from test_stdio import raw_server
@@ -599,66 +598,14 @@ async def test_after_a_sigkill_both_runs_are_interrupted_and_resuming_the_parent
     assert (root / "once-runs").read_text() == "ran\n", "the child's completed step ran again"
 
 
-# --- pruning -----------------------------------------------------------------------------------------------------
-
-
-def stored(run_id: str, started: float, status: str = "completed", parent: str | None = None) -> RunRecord:
-    return RunRecord(
-        run_id=run_id,
-        ability="a",
-        session_id="s",
-        status=status,
-        enforcement="strict",
-        definition={"description": "d"},
-        source_path=None,
-        inputs={},
-        parent_run=parent,
-        error=None,
-        owner_pid=None,
-        owner_start=None,
-        started_at=started,
-        finished_at=None if status in LIVE_STATES else started + 1,
-        updated_at=started,
-        steps=[StepRecord("s", 0, "script", status="completed")],
-    )
-
-
-def test_pruning_keeps_the_children_of_kept_runs_and_drops_those_of_dropped_runs(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
-    now = time.time()
-    try:
-        store.create_run(stored("old", now - 40))
-        store.create_run(stored("old-child", now - 39, parent="old"))
-        store.create_run(stored("live", now - 30, status="awaiting_agent"))
-        store.create_run(stored("live-child-done", now - 29, parent="live"))
-        store.create_run(stored("live-child", now - 28, status="awaiting_agent", parent="live"))
-        store.create_run(stored("kept", now - 20))
-        store.create_run(stored("kept-child", now - 19, parent="kept"))
-        store.create_run(stored("kept-grandchild", now - 18, parent="kept-child"))
-        store.create_run(stored("newest", now - 10))
-        store.create_run(stored("orphan", now - 50, parent="long-gone"))  # its parent was pruned by an old version
-
-        store.prune(keep_runs=3, keep_days=30)
-
-        assert {r.run_id for r in store.runs(limit=50)} == {"live", "kept", "newest"}
-        assert [r.run_id for r in store.children("live")] == ["live-child-done", "live-child"]
-        assert [r.run_id for r in store.children("kept")] == ["kept-child"]
-        assert [r.run_id for r in store.children("kept-child")] == ["kept-grandchild"]
-        assert store.get_run("old") is None and store.get_run("old-child") is None
-        assert store.get_run("orphan") is None
-    finally:
-        store.close()
-
-
-def test_pruning_by_age_takes_a_finished_runs_children_with_it(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
-    old = time.time() - 40 * 86400
-    try:
-        store.create_run(stored("ancient", old))
-        store.create_run(stored("ancient-child", old + 1, parent="ancient"))
-        store.create_run(stored("recent", time.time()))
-        store.prune(keep_runs=10, keep_days=30)
-        assert store.get_run("ancient") is None and store.get_run("ancient-child") is None
-        assert store.get_run("recent") is not None
-    finally:
-        store.close()
+async def test_cancelling_an_interrupted_parent_cancels_its_interrupted_child(project, write, root) -> None:
+    write("child", CHILD)
+    write("parent", PARENT)
+    async with Client(create_server(project, retry_base=TEST_RETRY_BASE)) as first:
+        view = await ok(first, "ability_run", name="parent")
+        parent_id, child_id = view["run_id"], child_of(view)
+    assert stored_run(root, child_id).status == "interrupted"  # the server stopped under both
+    async with Client(create_server(project, retry_base=TEST_RETRY_BASE)) as second:
+        cancelled = await ok(second, "ability_cancel", run_id=parent_id)
+    assert cancelled["status"] == "cancelled"
+    assert stored_run(root, child_id).status == "cancelled"

@@ -9,7 +9,13 @@ from pathlib import Path
 from abilities_mcp.store import RunRecord, StepRecord, Store, owner_alive, process_start
 
 
-def make_run(run_id: str, status: str = "completed", started: float | None = None, pid: int | None = None) -> RunRecord:
+def make_run(
+    run_id: str,
+    status: str = "completed",
+    started: float | None = None,
+    pid: int | None = None,
+    parent: str | None = None,
+) -> RunRecord:
     now = started or time.time()
     return RunRecord(
         run_id=run_id,
@@ -20,7 +26,7 @@ def make_run(run_id: str, status: str = "completed", started: float | None = Non
         definition={"description": "d"},
         source_path=None,
         inputs={},
-        parent_run=None,
+        parent_run=parent,
         error=None,
         owner_pid=pid,
         owner_start=process_start(pid) if pid else None,
@@ -114,3 +120,46 @@ def test_a_state_file_from_a_newer_version_is_refused_with_what_to_do(tmp_path: 
     raw.close()
     with pytest.raises(RuntimeError, match="newer abilities-mcp.*--state-dir"):
         Store(db)
+
+
+def test_pruning_keeps_the_children_of_kept_runs_and_drops_those_of_dropped_runs(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    now = time.time()
+    try:
+        store.create_run(make_run("old", started=now - 40))
+        store.create_run(make_run("old-child", started=now - 39, parent="old"))
+        store.create_run(make_run("live", started=now - 30, status="awaiting_agent"))
+        store.create_run(make_run("live-child-done", started=now - 29, parent="live"))
+        store.create_run(make_run("live-child", started=now - 28, status="awaiting_agent", parent="live"))
+        store.create_run(make_run("kept", started=now - 20))
+        store.create_run(make_run("kept-child", started=now - 19, parent="kept"))
+        store.create_run(make_run("kept-grandchild", started=now - 18, parent="kept-child"))
+        store.create_run(make_run("newest", started=now - 10))
+        store.create_run(
+            make_run("orphan", started=now - 50, parent="long-gone")
+        )  # its parent was pruned by an old version
+
+        store.prune(keep_runs=3, keep_days=30)
+
+        assert {r.run_id for r in store.runs(limit=50)} == {"live", "kept", "newest"}
+        assert [r.run_id for r in store.children("live")] == ["live-child-done", "live-child"]
+        assert [r.run_id for r in store.children("kept")] == ["kept-child"]
+        assert [r.run_id for r in store.children("kept-child")] == ["kept-grandchild"]
+        assert store.get_run("old") is None and store.get_run("old-child") is None
+        assert store.get_run("orphan") is None
+    finally:
+        store.close()
+
+
+def test_pruning_by_age_takes_a_finished_runs_children_with_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    old = time.time() - 40 * 86400
+    try:
+        store.create_run(make_run("ancient", started=old))
+        store.create_run(make_run("ancient-child", started=old + 1, parent="ancient"))
+        store.create_run(make_run("recent", started=time.time()))
+        store.prune(keep_runs=10, keep_days=30)
+        assert store.get_run("ancient") is None and store.get_run("ancient-child") is None
+        assert store.get_run("recent") is not None
+    finally:
+        store.close()

@@ -51,16 +51,23 @@ class RunControl:
                 await live.done.wait()
             return
         if record.status == RunState.INTERRUPTED:
-            self.store.update_run(
-                run_id,
-                RunEvent.CANCEL,
-                "cancelled while interrupted",
-                status=apply_run(record.status, RunEvent.CANCEL),
-                finished_at=time.time(),
-            )
+            self._cancel_stopped(record)
             return
         self._refuse_if_owned_elsewhere(record, "cancel")
         raise Refused(f"run {run_id!r} already ended", record.status, [NextCall("ability_status", {"run_id": run_id})])
+
+    def _cancel_stopped(self, record: RunRecord) -> None:
+        """Cancel an interrupted run and the interrupted child runs its workflow steps left behind."""
+        self.store.update_run(
+            record.run_id,
+            RunEvent.CANCEL,
+            "cancelled while interrupted",
+            status=apply_run(record.status, RunEvent.CANCEL),
+            finished_at=time.time(),
+        )
+        for child in self.store.children(record.run_id):
+            if child.status == RunState.INTERRUPTED:
+                self._cancel_stopped(child)
 
     def resume(self, run_id: str, session_id: str) -> None:
         """Continue an interrupted or failed run from the step that did not finish, in this session."""
