@@ -294,7 +294,7 @@ async def test_validate_with_an_unknown_name_is_refused_with_a_did_you_mean(clie
     put(root / "abilities" / "deploy.yaml")
     result = await client.call_tool("ability_validate", {"name": "deplyo"})
     assert result.is_error
-    assert "Unknown ability 'deplyo'. Did you mean 'deploy'?" in result.content[0].text
+    assert "Unknown ability or skill 'deplyo'. Did you mean 'deploy'?" in result.content[0].text
 
 
 # --- project-wide checks: workflow targets, recursion, nesting, skills ----------------------------------------

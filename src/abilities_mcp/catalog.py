@@ -1,4 +1,4 @@
-"""The project's abilities (and the skill names they may use): discovered, cached by mtime, checked as a whole.
+"""The project's abilities (and the skills they may use): discovered, cached by mtime, checked as a whole.
 
 A broken file never hides the others; files changed on disk are picked up at the next look without a restart.
 """
@@ -14,7 +14,8 @@ from pathlib import Path
 from .errors import Diagnostic, UnknownName, did_you_mean
 from .loader import Definition, load_definition
 from .models import SkillStep, WorkflowStep
-from .project import Project
+from .project import Project, stamp
+from .skillset import SkillSet
 
 # Nested ability folders deeper than this are not searched (DESIGN §2).
 MAX_ABILITY_DEPTH = 3
@@ -43,29 +44,28 @@ class Catalog:
         self._fingerprint: tuple | None = None
         self.definitions: list[Definition] = []
         self.winners: dict[str, Definition] = {}
-        self.skills: dict[str, Path] = {}
+        self.skillset = SkillSet(project)
         self.problems: dict[Path, list[Diagnostic]] = {}
 
     def refresh(self) -> Catalog:
         """Re-scan the folders; re-parse only files whose size or mtime changed."""
         found = list(discover_ability_files(self.project))
-        skills = discover_skills(self.project)
-        fingerprint = tuple((p, _stamp(p)) for p, _, _ in found) + tuple(sorted(skills.items()))
+        skills = self.skillset.refresh()
+        fingerprint = (tuple((p, stamp(p)) for p, _, _ in found), tuple(sorted(skills.skills)))
         if fingerprint == self._fingerprint:
             return self
         self.definitions = [self._load(path, name, scope) for path, name, scope in found]
-        self.skills = skills
         self._check_project()
         self._fingerprint = fingerprint
         return self
 
     def _load(self, path: Path, name: str, scope: str) -> Definition:
-        stamp = _stamp(path)
+        current = stamp(path)
         cached = self._cache.get(path)
-        if cached and cached[0] == stamp:
+        if cached and cached[0] == current:
             return cached[1]
         definition = load_definition(path, name, scope)
-        self._cache[path] = (stamp, definition)
+        self._cache[path] = (current, definition)
         return definition
 
     def diagnostics(self, definition: Definition) -> list[Diagnostic]:
@@ -82,9 +82,18 @@ class Catalog:
             raise UnknownName("ability", name, self.winners)
         return self.winners[name]
 
+    def require_file(self, name: str) -> None:
+        """Refuse a name that is neither an ability nor a skill (for validating one file)."""
+        self.refresh()
+        if name not in self.winners and name not in self.skillset.skills:
+            raise UnknownName("ability or skill", name, [*self.winners, *self.skillset.skills])
+
     def files(self) -> list[FileDiagnostics]:
-        """Every file the server loads, with its problems (abilities and workflows.json)."""
+        """Every file the server loads, with its problems: abilities, skills and workflows.json."""
         out = [FileDiagnostics("ability", d.name, d.path, self.diagnostics(d)) for d in self.definitions]
+        names = {s.path: s.name for s in self.skillset.skills.values()}
+        for path, problems in self.skillset.problems.items():
+            out.append(FileDiagnostics("skill", names.get(path, path.parent.name), path, problems))
         if (wf := workflows_problems(self.project.workflows_file)) is not None:
             out.append(wf)
         return out
@@ -118,8 +127,8 @@ class Catalog:
                 close = did_you_mean(step.workflow, self.winners)
                 hint = f"did you mean {close!r}?" if close else "add it under abilities/"
                 self._add(d, f"steps[{i}].workflow", f"unknown ability {step.workflow!r}; {hint}")
-            if isinstance(step, SkillStep) and step.skill not in self.skills:
-                close = did_you_mean(step.skill, self.skills)
+            if isinstance(step, SkillStep) and step.skill not in self.skillset.skills:
+                close = did_you_mean(step.skill, self.skillset.skills)
                 hint = f"did you mean {close!r}?" if close else "add skills/<name>/SKILL.md"
                 self._add(d, f"steps[{i}].skill", f"unknown skill {step.skill!r}; {hint}")
 
@@ -215,20 +224,6 @@ def derive_name(relative: Path) -> str:
     return "/".join(parts)
 
 
-def discover_skills(project: Project) -> dict[str, Path]:
-    """Skill name → folder, for every folder holding SKILL.md; project before user, first found wins."""
-    skills: dict[str, Path] = {}
-    for folder, _scope in project.skill_dirs():
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "SKILL.md")):
-                skills.setdefault(entry.name, Path(entry.path))
-    return skills
-
-
 def workflows_problems(path: Path) -> FileDiagnostics | None:
     """workflows.json must at least be a JSON object (its full format comes with the workflows feature)."""
     if not path.exists():
@@ -241,12 +236,3 @@ def workflows_problems(path: Path) -> FileDiagnostics | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         diagnostics.append(Diagnostic(str(path), "", f"not valid JSON: {exc}; fix the syntax there"))
     return FileDiagnostics("workflows", "workflows.json", path, diagnostics)
-
-
-def _stamp(path: Path) -> tuple[int, ...]:
-    """Changes when the file does, even when a copy kept the old mtime and size (ctime and inode still move)."""
-    try:
-        st = path.stat()
-    except OSError:
-        return (0,)
-    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)

@@ -73,7 +73,7 @@ def validate(project: Project, args: argparse.Namespace) -> int:
     catalog = Catalog(project).refresh()
     try:
         for name in args.names:
-            catalog.get(name)
+            catalog.require_file(name)
     except UnknownName as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -88,7 +88,7 @@ def validate(project: Project, args: argparse.Namespace) -> int:
             for e in r.errors:
                 print(f"      {e.path or '(file)'}: {e.message}")
         bad = sum(not r.valid for r in reports)
-        print(f"\n{len(reports)} file(s) checked, {bad} with errors." if reports else "No ability files found.")
+        print(f"\n{len(reports)} file(s) checked, {bad} with errors." if reports else "No abilities or skills found.")
     return 1 if any(not r.valid for r in reports) else 0
 
 
@@ -177,6 +177,63 @@ def decide(project: Project, args: argparse.Namespace) -> int:
     return answer_command(project, args.run_id, args.step, "decision", args.decision, args.note)
 
 
+def skills(project: Project, args: argparse.Namespace) -> int:
+    """`skills list | route TEXT | read NAME`: what the server offers as skills, for a person or a shell-only agent."""
+    from .skillset import SkillSet
+
+    skillset = SkillSet(project).refresh()
+    if args.action == "read":
+        return _read_skills(skillset, args.names)
+    if args.action == "route":
+        return _route_skills(skillset, " ".join(args.names), args.limit, args.json)
+    found = sorted(skillset.skills.values(), key=lambda s: s.name)
+    if args.json:
+        print(
+            json.dumps(
+                [dict(name=s.name, description=s.description, location=s.scope, path=str(s.path)) for s in found],
+                indent=2,
+            )
+        )
+        return 0
+    for s in found:
+        print(f"  {s.name:25} ({s.scope})\n    {s.description}")
+        for warning in skillset.warnings(s):
+            print(f"    warning: {warning}")
+        print()
+    for note in skillset.notes:
+        print(f"note: {note}", file=sys.stderr)
+    local = sum(s.scope == "project" for s in found)
+    print(f"Summary: {local} project, {len(found) - local} user ({len(found)} total)")
+    return 0
+
+
+def _read_skills(skillset, names: list[str]) -> int:
+    """OpenSkills' `read` output, so agents that know `openskills read` read ours the same way."""
+    wanted = list(dict.fromkeys(n.strip() for arg in names for n in arg.split(",") if n.strip()))
+    missing = [n for n in wanted if n not in skillset.skills]
+    if missing or not wanted:
+        print(f"Error: Skill(s) not found: {', '.join(missing) or '(none given)'}", file=sys.stderr)
+        print("Known skills: " + (", ".join(sorted(skillset.skills)) or "none"), file=sys.stderr)
+        return 1
+    for name in wanted:
+        skill = skillset.skills[name]
+        print(f"Reading: {name}\nBase directory: {skill.directory}\n")
+        print(skill.path.read_text(encoding="utf-8"))
+        print(f"\nSkill read: {name}")
+    return 0
+
+
+def _route_skills(skillset, task: str, limit: int, as_json: bool) -> int:
+    matches = skillset.router().route(task, limit)
+    if as_json:
+        print(json.dumps({"matches": [vars(m) for m in matches]}, indent=2))
+    for m in [] if as_json else matches:
+        print(f"{m.score:.2f}  {m.name}  ({'; '.join(m.reasons)})")
+    if not matches and not as_json:
+        print("No skill fits this task.")
+    return 0
+
+
 def schema(project: Project, args: argparse.Namespace) -> int:
     """Print the JSON Schema of the ability format, for editors."""
     from .models import Ability
@@ -196,6 +253,7 @@ COMMANDS = {
     "approve": approve,
     "decide": decide,
     "schema": schema,
+    "skills": skills,
 }
 
 
@@ -211,7 +269,9 @@ def _parser() -> argparse.ArgumentParser:
     common = _common(argparse.SUPPRESS, argparse.SUPPRESS, argparse.SUPPRESS)
     p = sub.add_parser("serve", parents=[common], help="run the MCP server over stdio (the default)")
     _history_options(p, argparse.SUPPRESS)
-    p = sub.add_parser("validate", parents=[common], help="check abilities and workflows.json; exit 1 on errors")
+    p = sub.add_parser(
+        "validate", parents=[common], help="check abilities, skills and workflows.json; exit 1 on errors"
+    )
     p.add_argument("names", nargs="*", metavar="NAME")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("list", parents=[common], help="list abilities")
@@ -235,6 +295,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("decision", choices=["retry", "continue", "stop"])
     p.add_argument("--step", help="the failed step (default: whichever the run asks about)")
     p.add_argument("--note", help="why, for the record")
+    p = sub.add_parser("skills", parents=[common], help="list, route to, or read the project's skills")
+    p.add_argument("action", choices=["list", "route", "read"])
+    p.add_argument("names", nargs="*", metavar="TEXT|NAME", help="route: the task; read: skill name(s)")
+    p.add_argument("--limit", type=int, default=3, help="route: how many skills at most")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("schema", parents=[common], help="print a JSON Schema for editors")
     p.add_argument("kind", choices=["ability"])
     return parser

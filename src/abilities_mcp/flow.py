@@ -1,21 +1,13 @@
-"""Which steps run: the GitHub Actions rule for needs and `when`, and what this version can execute at all."""
+"""Which steps run: the GitHub Actions rule for needs and `when`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .checks import ancestors
-from .errors import AbilitiesError
 from .expressions import parse_condition
 from .machine import StepState
 from .models import Ability
-
-# Step types this version executes; the others validate but are refused at run time until they are built.
-EXECUTABLE_STEP_TYPES = {"script", "agent", "approval", "workflow"}
-
-
-class NotSupported(AbilitiesError):
-    """An ability that uses a feature this version cannot run yet."""
 
 
 def skip_reason(ability: Ability, step, inputs: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> str | None:
@@ -34,13 +26,3 @@ def skip_reason(ability: Ability, step, inputs: dict[str, Any], outputs: dict[st
     if cond is not None and not cond.evaluate(inputs, outputs, failed):
         return f"when: {step.when} was false"
     return None
-
-
-def refuse_unsupported(name: str, ability: Ability) -> None:
-    """Refuse, before anything runs, an ability that needs a step type this version lacks."""
-    pending = [f"{s.id} ({s.type})" for s in ability.steps if s.type not in EXECUTABLE_STEP_TYPES]
-    if pending:
-        raise NotSupported(
-            f"Ability {name!r} has steps this server version validates but cannot run yet: {', '.join(pending)}. "
-            "Skill steps are executed by a later release."
-        )

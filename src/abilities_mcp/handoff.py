@@ -7,6 +7,9 @@ import re
 from typing import Any
 
 from .models import AgentStep
+from .skills import Skill
+from .skillset import skill_content
+from .templates import as_text
 
 # Each prior step's output in the context is cut to this, and all of them together to the total (DESIGN §3).
 CONTEXT_STEP_CHARS = 40_000
@@ -15,6 +18,8 @@ CONTEXT_TOTAL_CHARS = 80_000
 SUMMARY_STEP_CHARS = 4_000
 # Client tools an agent step allows besides its own `tools` (DESIGN §7): delegating to a subagent.
 AGENT_TOOLS = ["Task"]
+# ... and a skill step: the client's own Skill tool (DESIGN §7; read-only tools are always allowed by the hook).
+SKILL_TOOLS = ["Skill"]
 
 
 def cut(text: str, limit: int) -> str:
@@ -50,16 +55,20 @@ def agent_instructions(
     attempt: int,
     attempts: int,
     previous_problem: str | None,
+    skill: str = "",
 ) -> str:
-    """Everything the agent needs to do the step and hand it back, as one text."""
+    """Everything the agent needs to do the step and hand it back, as one text (`skill`: a skill step's handout)."""
     lines = [f"Step {step.id!r} of ability {ability!r} (run {run_id}), attempt {attempt} of {attempts}."]
-    if step.agent:
+    if getattr(step, "agent", None):
         lines.append(
             f"Delegate this step to the agent {step.agent!r} (your Task/subagent tool), then hand back its result."
         )
     if previous_problem:
         lines.append(f"The previous hand-back was refused: {previous_problem}. Fix that this time.")
-    lines += ["", prompt.strip()]
+    if prompt.strip():
+        lines += ["", prompt.strip()]
+    if skill:
+        lines += ["", skill]
     if step.context:
         lines += ["", "Also look at: " + ", ".join(step.context)]
     rules = describe_validation(step)
@@ -73,6 +82,17 @@ def agent_instructions(
         "If you cannot do it, call it with success=false and say why. Do not start other steps yourself.",
     ]
     return "\n".join(lines)
+
+
+def skill_handout(skill: Skill, inputs: dict[str, Any]) -> str:
+    """A skill step's part of the instructions: what to apply, with which inputs, and the skill itself."""
+    lines = [
+        f"Apply the skill {skill.name!r}: follow its instructions below (its SKILL.md). Read its other files only "
+        f"when the instructions call for them, from its directory or with skill_read(name={skill.name!r}, path=...)."
+    ]
+    if inputs:
+        lines += ["", "Inputs for the skill:", *(f"- {key}: {as_text(value)}" for key, value in inputs.items())]
+    return "\n".join([*lines, "", skill_content(skill)])
 
 
 def describe_validation(step: AgentStep) -> list[str]:

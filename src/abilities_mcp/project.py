@@ -48,3 +48,12 @@ class Project:
     @property
     def workflows_file(self) -> Path:
         return self.root / "workflows.json"
+
+
+def stamp(path: Path) -> tuple[int, ...]:
+    """Changes when the file does, even when a copy kept the old mtime and size (ctime and inode still move)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return (0,)
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)

@@ -125,3 +125,46 @@ class HistoryEntry(BaseModel):
 
 class History(BaseModel):
     runs: list[HistoryEntry]
+
+
+class SkillInfo(BaseModel):
+    name: str
+    description: str
+    location: str = Field(description="project or user")
+    path: str = Field(description="The skill's SKILL.md")
+    warnings: list[str] = Field(default_factory=list, description="What loading had to forgive; see ability_validate")
+
+
+class SkillList(BaseModel):
+    skills: list[SkillInfo]
+    notes: list[str] = Field(default_factory=list, description="Folders skipped while looking for skills, and why")
+
+
+class SkillMatch(BaseModel):
+    name: str
+    description: str
+    score: float = Field(description="0-1; only skills above the fit threshold are listed")
+    reasons: list[str]
+
+
+class SkillRoute(BaseModel):
+    matches: list[SkillMatch] = Field(description="Best first; empty when no skill fits the task")
+
+
+class SkillLoaded(BaseModel):
+    name: str
+    directory: str = Field(description="The skill's folder; its relative paths start here")
+    content: str = Field(description="SKILL.md without its frontmatter")
+    resources: list[str] = Field(description="The skill's other files (not read): skill_read(name, path) reads one")
+    text: str = Field(description="The body in <skill_content> with the folder and the file list, ready to follow")
+    already_loaded: bool = Field(False, description="This session loaded it before (returned again after compaction)")
+
+
+class SkillFileRead(BaseModel):
+    name: str
+    path: str
+    uri: str = Field(description="The same file as an MCP resource")
+    mime_type: str
+    size: int = Field(description="The file's size in bytes")
+    text: str | None = Field(None, description="The file's text; null for a binary file (sent as a resource)")
+    truncated: bool = Field(False, description="Only the head of a large file was returned")

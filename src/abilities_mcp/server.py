@@ -25,6 +25,7 @@ from .errors import AbilitiesError, NextCall, Refused
 from .forms import MAX_FORMS_PER_CALL, answer_from_retry, ask_by_form, form_era, input_required, open_question
 from .project import Project
 from .results import AbilityList, History, Run, ValidationReport
+from .skill_tools import SkillServer, add_skill_tools
 from .store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS, Store
 from .triggers import Matcher, MatchList
 from .views import ability_info, history_view, run_view, validation_report
@@ -33,17 +34,21 @@ READ_ONLY = ToolAnnotations(read_only_hint=True)
 ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=False)
 # Clients cut server instructions around 2 KB.
 INSTRUCTIONS = """\
-abilities-mcp runs project workflows ("abilities") whose steps must happen in order.
+abilities-mcp runs project workflows ("abilities") whose steps must happen in order, and serves Agent Skills.
 - Find one: ability_match(text) ranks abilities whose triggers fit the request; ability_list shows all.
 - Start it: ability_run(name, inputs). Script steps are run by the server; do not run them yourself.
 - A run returns when it ends, waits for you, or wait_seconds pass. Then follow `next_calls` exactly:
   usually ability_status(run_id, wait_seconds=30) until it ends.
-- Agent steps come back to you as current_step.instructions: do the work (delegate to the named agent), then
-  hand it back with ability_step_complete(run_id, step_id, output). Hand-backs are checked.
+- Agent and skill steps come back to you as current_step.instructions: do the work (delegate to the named agent,
+  follow the skill handed out), then hand it back with ability_step_complete(run_id, step_id, output).
 - Out-of-step calls are refused with the legal next call in the message.
 - Approval and decision steps are answered by a person (a form your client shows, or `abilities-mcp approve`
   in their terminal), never by you unless the ability is enforcement: loose.
 - ability_cancel stops a run and kills its processes; ability_resume continues an interrupted or failed run.
+Skills: before a specialised task (documents, spreadsheets, slides, testing, design ...), call
+skill_route(task); when it returns a match, skill_load(name) and follow the instructions it returns. Read a
+skill's other files only when those instructions point to them: skill_read(name, path). An empty skill_route
+means no skill fits: do the task without one. skill_list shows every skill.
 """
 
 
@@ -137,9 +142,12 @@ def create_server(
         finally:
             store.close()
 
-    server = MCPServer("abilities-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
+    server = SkillServer(
+        catalog.skillset, "abilities-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan
+    )
     _add_ability_tools(server, catalog)
     _add_matching_tools(server, catalog)
+    add_skill_tools(server, catalog.skillset)
     return server
 
 
@@ -161,12 +169,13 @@ def _add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
 
     @server.tool(name="ability_validate", annotations=READ_ONLY)
     async def ability_validate(
-        name: Annotated[str | None, Field(description="One ability; omit to check every file")] = None,
+        name: Annotated[str | None, Field(description="One ability or skill; omit to check every file")] = None,
     ) -> ValidationReport:
-        """Check ability files (and workflows.json): each problem with its file, field path and the fix."""
+        """Check abilities, skills (the Agent Skills spec) and workflows.json: each problem with its file, field
+        path and the fix."""
         with tool_errors():
             if name is not None:
-                catalog.get(name)
+                catalog.require_file(name)
             return validation_report(catalog, name)
 
     @server.tool(name="ability_run", annotations=ACTS)

@@ -66,6 +66,11 @@ def render_text(template: str, resolve: Resolver) -> str:
     return PLACEHOLDER.sub(lambda m: as_text(resolve(parse_reference(m.group(1)))), template)
 
 
+def render_value(value: Any, resolve: Resolver) -> Any:
+    """A step's input value: strings are interpolated as text, other values pass as they are."""
+    return render_text(value, resolve) if isinstance(value, str) else value
+
+
 def render_shell(command: str, resolve: Resolver) -> tuple[str, dict[str, str]]:
     """Rewrite placeholders as quoted environment variable expansions; return the command and those variables."""
     renderer = _ShellRenderer(command, resolve)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from .catalog import Catalog
 from .durations import parse_duration
-from .handoff import AGENT_TOOLS
+from .handoff import AGENT_TOOLS, SKILL_TOOLS
 from .loader import Definition
 from .machine import FINISHED_STEP_STATES, LIVE_RUN_STATES, StepState
 from .models import ScriptStep
@@ -147,7 +147,7 @@ def _question_calls(record: RunRecord, question: Question) -> list[NextCallModel
 
 def _current_step(record: RunRecord, step: StepRecord) -> CurrentStep:
     spec = next((s for s in record.definition.get("steps", []) if s.get("id") == step.step_id), {})
-    if step.type == "agent":
+    if step.type in ("agent", "skill"):
         return _handed_out_step(record, step, spec)
     deadline = None
     if step.type == "script" and step.started_at:
@@ -178,7 +178,7 @@ def _handed_out_step(record: RunRecord, step: StepRecord, spec: dict) -> Current
         agent=spec.get("agent"),
         skill=spec.get("skill"),
         prompt=step.prompt,
-        allowed_tools=[*AGENT_TOOLS, *spec.get("tools", [])],
+        allowed_tools=[*(SKILL_TOOLS if step.type == "skill" else AGENT_TOOLS), *spec.get("tools", [])],
         deadline=deadline,
     )
 
@@ -223,9 +223,9 @@ def ability_info(catalog: Catalog, d: Definition) -> AbilityInfo:
 
 
 def validation_report(catalog: Catalog, name: str | None = None) -> ValidationReport:
-    """Every file the server loads (or one ability's), with field paths and fixes."""
+    """Every file the server loads (or one ability's or skill's), with field paths and fixes."""
     catalog.refresh()
-    files = [f for f in catalog.files() if name is None or (f.kind == "ability" and f.name == name)]
+    files = [f for f in catalog.files() if name is None or (f.kind in ("ability", "skill") and f.name == name)]
     reports = [
         FileReport(
             name=f.name,

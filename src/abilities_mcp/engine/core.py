@@ -15,7 +15,7 @@ import anyio
 from ..catalog import Catalog
 from ..checks import execution_order
 from ..errors import DefinitionError, NextCall, Refused
-from ..flow import refuse_unsupported, skip_reason
+from ..flow import skip_reason
 from ..inputs import resolve_inputs
 from ..machine import (
     RunEvent,
@@ -88,7 +88,6 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
             raise DefinitionError(self.catalog.diagnostics(definition))
         ability = definition.ability
         assert ability is not None
-        refuse_unsupported(name, ability)
         self.recover()  # a run a dead server left live must not block this session
         self._refuse_second_strict_run(session_id)
         values = resolve_inputs(ability.inputs, inputs)
@@ -289,6 +288,8 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
         """One attempt of any step type; returns why it failed, or None."""
         if step.type == "agent":
             return await self._await_agent(live, step, attempt, attempts, previous)
+        if step.type == "skill":
+            return await self._await_skill(live, step, attempt, attempts, previous)
         if step.type == "approval":
             return await self._approval(live, step, attempt)
         if step.type == "workflow":

@@ -6,12 +6,12 @@ import time
 
 import anyio
 
-from ..errors import NextCall, Refused
-from ..handoff import agent_instructions, check_handback, cut, prior_context
+from ..errors import NextCall, Refused, UnknownName
+from ..handoff import agent_instructions, check_handback, cut, prior_context, skill_handout
 from ..machine import RunEvent, RunState, StepEvent, StepState
 from ..questions import Question
 from ..store import RunRecord
-from ..templates import render_text
+from ..templates import render_text, render_value
 from .live import LiveRun, seconds
 
 # Characters of an agent's hand-back kept in the store (head and tail), like a script's captured output.
@@ -21,11 +21,25 @@ HANDBACK_KEEP_CHARS = 96 * 1024
 class AgentSteps:
     """Mixed into Engine: needs its _step_event, _run_event, _require and _refuse_if_owned_elsewhere."""
 
-    async def _await_agent(self, live: LiveRun, step, attempt: int, attempts: int, previous: str | None) -> str | None:
+    async def _await_skill(self, live: LiveRun, step, attempt: int, attempts: int, previous: str | None) -> str | None:
+        """A skill step: the agent gets the skill's SKILL.md body, folder and the step's inputs, then hands back."""
+        try:
+            skill = self.catalog.skillset.get(step.skill)
+        except UnknownName as exc:
+            started = dict(attempts=attempt, started_at=time.time(), error=None)
+            event = StepEvent.START if attempt == 1 else StepEvent.RETRY
+            return self._fail_unstarted(live, step.id, event, started, f"{exc} Restore skills/{step.skill}/SKILL.md")
+        inputs = {key: render_value(value, live.resolve) for key, value in step.inputs.items()}
+        return await self._await_agent(live, step, attempt, attempts, previous, skill_handout(skill, inputs))
+
+    async def _await_agent(
+        self, live: LiveRun, step, attempt: int, attempts: int, previous: str | None, skill: str = ""
+    ) -> str | None:
         """Hand the step to the calling agent and wait for ability_step_complete; returns why it failed, or None."""
-        prompt = render_text(step.prompt, live.resolve)
+        prompt = render_text(step.prompt, live.resolve) if step.prompt else ""
+        context = prior_context(step, live.outputs)
         instructions = agent_instructions(
-            live.run_id, live.name, step, prompt, prior_context(step, live.outputs), attempt, attempts, previous
+            live.run_id, live.name, step, prompt, context, attempt, attempts, previous, skill=skill
         )
         if attempt > 1:
             self._step_event(live, step.id, StepEvent.RETRY)

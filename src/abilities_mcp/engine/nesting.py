@@ -17,7 +17,7 @@ from ..catalog import MAX_NESTING
 from ..errors import AbilitiesError
 from ..inputs import resolve_inputs
 from ..machine import RunEvent, RunState, StepEvent, StepState
-from ..templates import render_text
+from ..templates import render_value
 from .live import AWAITING_STATES, LiveRun, seconds
 
 _AWAIT = {
@@ -82,7 +82,7 @@ class ChildRuns:
             )
         ability = definition.ability
         assert ability is not None
-        inputs = {k: _render(v, live) for k, v in step.inputs.items()}
+        inputs = {k: render_value(v, live.resolve) for k, v in step.inputs.items()}
         values = resolve_inputs(ability.inputs, inputs)
         return self._new_run(definition.name, ability, str(definition.path), values, live.session_id, parent=live)
 
@@ -111,7 +111,3 @@ def child_summary(record: Any) -> str:
     if last is not None:
         lines.append(last.output[-CHILD_OUTPUT_CHARS:])
     return "\n".join(lines)
-
-
-def _render(value: Any, live: LiveRun) -> Any:
-    return render_text(value, live.resolve) if isinstance(value, str) else value
