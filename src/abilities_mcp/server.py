@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import typing
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from mcp_types import InputRequiredResult
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from . import __version__, agents
 from .catalog import Catalog
@@ -112,6 +113,38 @@ class Session:
         return str(meta.get("sessionID") or self.default_session_id)
 
 
+class AbilitiesServer(SkillServer):
+    """The MCPServer with skill resources, generating each result model's output schema once, not once per tool.
+
+    Seven tools return a Run; generating its JSON Schema for each cost ~5 ms apiece at start-up. FuncMetadata's
+    fields are read live (the SDK documents this), so later tools get the first one's schema.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._schemas: dict[type, dict[str, Any]] = {}
+
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, **kwargs: Any) -> None:
+        model = _result_model(fn)
+        if model is None or model not in self._schemas:
+            super().add_tool(fn, name, **kwargs)
+            if model is not None:
+                self._schemas[model] = self._tool_manager.get_tool(name or fn.__name__).fn_metadata.output_schema
+            return
+        super().add_tool(fn, name, **{**kwargs, "structured_output": False})
+        metadata = self._tool_manager.get_tool(name or fn.__name__).fn_metadata
+        metadata.output_model, metadata.output_schema = model, self._schemas[model]
+
+
+def _result_model(fn: Callable[..., Any]) -> type | None:
+    """The pydantic model a tool returns (an InputRequiredResult alternative aside), or None for anything else."""
+    returned = typing.get_type_hints(fn).get("return")
+    found = [t for t in typing.get_args(returned) or (returned,) if t is not InputRequiredResult]
+    if len(found) == 1 and isinstance(found[0], type) and issubclass(found[0], BaseModel):
+        return found[0]
+    return None
+
+
 @contextmanager
 def tool_errors() -> Iterator[None]:
     """The caller's mistakes become tool errors (isError) with the text that says what to do."""
@@ -142,7 +175,7 @@ def create_server(
         finally:
             store.close()
 
-    server = SkillServer(
+    server = AbilitiesServer(
         catalog.skillset, "abilities-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan
     )
     _add_ability_tools(server, catalog)

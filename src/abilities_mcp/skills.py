@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import Diagnostic
 
 MAX_NAME_CHARS = 64
@@ -28,8 +26,6 @@ MAX_METADATA_VALUE_CHARS = 1024
 # skills-ref refuses bigger SKILL.md files; reading more would only fill the model's context.
 MAX_SKILL_MD_BYTES = 1024 * 1024
 ALLOWED_FIELDS = frozenset({"name", "description", "license", "allowed-tools", "metadata", "compatibility"})
-# Every scalar stays a string, as in skills-ref's strictyaml (`version: 1.0` is text); libyaml when built with it.
-YAML_LOADER = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 # A top-level `key: value` line of frontmatter, for the colon-in-value fallback.
 _KEY_LINE = re.compile(r"^([A-Za-z][\w-]*):[ \t]+(\S.*?)[ \t]*$")
 
@@ -82,8 +78,10 @@ def split_frontmatter(content: str) -> tuple[str, str]:
 
 def parse_yaml(text: str) -> dict[str, Any]:
     """Frontmatter as a mapping with every scalar a string, as skills-ref's strictyaml reads it (`1.0` stays text)."""
+    import yaml  # here, not at the top: start-up does not read any file
+
     try:
-        data = yaml.load(text, Loader=YAML_LOADER)
+        data = yaml.load(text, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader))  # BaseLoader: strings only
     except yaml.YAMLError as exc:
         raise SkillFileError(f"Invalid YAML in frontmatter: {exc}") from None
     if data is None:

@@ -13,11 +13,14 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from .errors import AbilitiesError, Diagnostic, UnknownName
 from .project import Project, stamp
-from .routing import Router
 from .skills import Skill, load_skill
+
+if TYPE_CHECKING:
+    from .routing import Router
 
 # Folders below a skills root searched for SKILL.md (the client guide suggests 4-6).
 MAX_SKILL_DEPTH = 4
@@ -128,6 +131,8 @@ class SkillSet:
 
     def router(self) -> Router:
         """The routing index over skills the model may invoke, built on first use after a change."""
+        from .routing import Router  # on first use: start-up never routes
+
         self.refresh()
         if self._router is None:
             self._router = Router((s.name, s.description) for s in self.skills.values() if s.model_invocable)
