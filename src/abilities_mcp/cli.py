@@ -185,15 +185,20 @@ def skills(project: Project, args: argparse.Namespace) -> int:
     if args.action == "read":
         return _read_skills(skillset, args.names)
     if args.action == "route":
-        return _route_skills(skillset, " ".join(args.names), args.limit, args.json)
+        return _route_skills(skillset, " ".join(args.task), args.limit, args.json)
     found = sorted(skillset.skills.values(), key=lambda s: s.name)
-    if args.json:
-        print(
-            json.dumps(
-                [dict(name=s.name, description=s.description, location=s.scope, path=str(s.path)) for s in found],
-                indent=2,
+    if args.json:  # the skill_list tool's shape
+        listed = [
+            dict(
+                name=s.name,
+                description=s.description,
+                location=s.scope,
+                path=str(s.path),
+                warnings=skillset.warnings(s),
             )
-        )
+            for s in found
+        ]
+        print(json.dumps({"skills": listed, "notes": skillset.notes}, indent=2))
         return 0
     for s in found:
         print(f"  {s.name:25} ({s.scope})\n    {s.description}")
@@ -296,10 +301,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--step", help="the failed step (default: whichever the run asks about)")
     p.add_argument("--note", help="why, for the record")
     p = sub.add_parser("skills", parents=[common], help="list, route to, or read the project's skills")
-    p.add_argument("action", choices=["list", "route", "read"])
-    p.add_argument("names", nargs="*", metavar="TEXT|NAME", help="route: the task; read: skill name(s)")
-    p.add_argument("--limit", type=int, default=3, help="route: how many skills at most")
-    p.add_argument("--json", action="store_true")
+    # One parser per action, each with its own positionals, so options may sit anywhere (`route --json TEXT`).
+    actions = p.add_subparsers(dest="action", required=True, metavar="{list,route,read}")
+    s = actions.add_parser("list", parents=[common], help="every skill, where it lives, and its warnings")
+    s.add_argument("--json", action="store_true")
+    s = actions.add_parser("route", parents=[common], help="the skills that fit a task, best first")
+    s.add_argument("task", nargs="+", metavar="TEXT", help="the task in the user's words")
+    s.add_argument("--limit", type=int, default=3, help="how many skills at most")
+    s.add_argument("--json", action="store_true")
+    s = actions.add_parser("read", parents=[common], help="print skills as `openskills read` does")
+    s.add_argument("names", nargs="+", metavar="NAME", help="skill name(s); `a,b` reads several")
     p = sub.add_parser("schema", parents=[common], help="print a JSON Schema for editors")
     p.add_argument("kind", choices=["ability"])
     return parser

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable
 from typing import Annotated, Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
@@ -72,13 +72,19 @@ def skill_resources(skillset: SkillSet) -> Iterable[Resource]:
     """SKILL.md of every skill (described by the skill's description) and its bundled files."""
     for skill in skillset.skills.values():
         yield Resource(
-            uri=f"{SKILL_SCHEME}{skill.name}/SKILL.md",
+            uri=skill_uri(skill.name, "SKILL.md"),
             name=f"{skill.name}/SKILL.md",
             description=skill.description,
             mime_type="text/markdown",
         )
         for path in bundled_files(skill)[0]:
-            yield Resource(uri=f"{SKILL_SCHEME}{skill.name}/{path}", name=f"{skill.name}/{path}")
+            yield Resource(uri=skill_uri(skill.name, path), name=f"{skill.name}/{path}")
+
+
+def skill_uri(name: str, path: str) -> str:
+    """skill://<name>/<path>, percent-encoded so that reading a listed URI gives back the file it was listed for
+    (a file literally named `a%20b.md` must not read as `a b.md`)."""
+    return f"{SKILL_SCHEME}{quote(name, safe='')}/{quote(path)}"
 
 
 def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
@@ -144,10 +150,11 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
             found = read_skill_file(_get(skillset, name), path)
         except AbilitiesError as exc:
             raise ToolError(str(exc)) from exc
+        uri = skill_uri(found.skill, found.path)
         model = SkillFileRead(
             name=found.skill,
             path=found.path,
-            uri=found.uri,
+            uri=uri,
             mime_type=found.mime_type,
             size=found.size,
             text=found.text,
@@ -157,9 +164,7 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
             note = f"\n[truncated: the file has {found.size} bytes]" if found.truncated else ""
             block: Any = TextContent(type="text", text=(found.text or "") + note)
         else:
-            blob = BlobResourceContents(
-                uri=found.uri, mime_type=found.mime_type, blob=base64.b64encode(found.data).decode()
-            )
+            blob = BlobResourceContents(uri=uri, mime_type=found.mime_type, blob=base64.b64encode(found.data).decode())
             block = EmbeddedResource(type="resource", resource=blob)
         return CallToolResult(content=[block], structured_content=model.model_dump())
 

@@ -53,10 +53,6 @@ class SkillFile:
     data: bytes | None = None
     truncated: bool = False
 
-    @property
-    def uri(self) -> str:
-        return f"skill://{self.skill}/{self.path}"
-
 
 @dataclass(frozen=True)
 class FoundFolder:
