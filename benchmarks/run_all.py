@@ -20,13 +20,16 @@ RESULT_MARK = ": ratio "
 def run(script: str, quick: bool) -> tuple[list[str], int]:
     """Run one benchmark, echoing its output; returns its result lines and exit code."""
     command = [sys.executable, str(HERE / script), *(["--quick"] if quick else [])]
-    results = []
+    results, last = [], ""
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             print(line, end="", flush=True)
+            last = line.rstrip("\n") or last
             if RESULT_MARK in line:
                 results.append(line.rstrip("\n"))
+    if not results and last:
+        results.append(last)
     if proc.returncode:
         results.append(f"{script}: FAILED with exit code {proc.returncode}")
     return results, proc.returncode
