@@ -188,17 +188,9 @@ def skills(project: Project, args: argparse.Namespace) -> int:
         return _route_skills(skillset, " ".join(args.task), args.limit, args.json)
     found = sorted(skillset.skills.values(), key=lambda s: s.name)
     if args.json:  # the skill_list tool's shape
-        listed = [
-            dict(
-                name=s.name,
-                description=s.description,
-                location=s.scope,
-                path=str(s.path),
-                warnings=skillset.warnings(s),
-            )
-            for s in found
-        ]
-        print(json.dumps({"skills": listed, "notes": skillset.notes}, indent=2))
+        from .views import skill_list_view
+
+        print(skill_list_view(skillset).model_dump_json(indent=2))
         return 0
     for s in found:
         print(f"  {s.name:25} ({s.scope})\n    {s.description}")

@@ -27,8 +27,9 @@ from mcp.types import (
 from pydantic import Field
 
 from .errors import AbilitiesError
-from .results import SkillFileRead, SkillInfo, SkillList, SkillLoaded, SkillMatch, SkillRoute
+from .results import SkillFileRead, SkillList, SkillLoaded, SkillMatch, SkillRoute
 from .skillset import SkillSet, bundled_files, read_skill_file, skill_content
+from .views import skill_list_view
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 SKILL_SCHEME = "skill://"
@@ -94,18 +95,7 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
     @server.tool(name="skill_list", annotations=READ_ONLY)
     async def skill_list() -> SkillList:
         """List the project's and the user's Agent Skills: name, description, where it is, loading warnings."""
-        skillset.refresh()
-        skills = [
-            SkillInfo(
-                name=s.name,
-                description=s.description,
-                location=s.scope,
-                path=str(s.path),
-                warnings=skillset.warnings(s),
-            )
-            for s in sorted(skillset.skills.values(), key=lambda s: s.name)
-        ]
-        return SkillList(skills=skills, notes=skillset.notes)
+        return skill_list_view(skillset.refresh())
 
     @server.tool(name="skill_route", annotations=READ_ONLY)
     async def skill_route(

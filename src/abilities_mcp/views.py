@@ -23,11 +23,14 @@ from .results import (
     NextCallModel,
     Progress,
     Run,
+    SkillInfo,
+    SkillList,
     StepInfo,
     StepResult,
     ValidationReport,
 )
 from .scripts import step_timeout
+from .skillset import SkillSet
 from .store import RunRecord, StepRecord
 
 # StepResult.output keeps the last this-many characters (DESIGN §5: tail, ≤ 4 KiB).
@@ -252,3 +255,14 @@ def history_view(records: list[RunRecord]) -> History:
             for r in records
         ]
     )
+
+
+def skill_list_view(skillset: SkillSet) -> SkillList:
+    """Every loaded skill, sorted by name, with its warnings; also what `abilities-mcp skills list --json` prints."""
+    skills = [
+        SkillInfo(
+            name=s.name, description=s.description, location=s.scope, path=str(s.path), warnings=skillset.warnings(s)
+        )
+        for s in sorted(skillset.skills.values(), key=lambda s: s.name)
+    ]
+    return SkillList(skills=skills, notes=skillset.notes)
