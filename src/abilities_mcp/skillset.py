@@ -146,7 +146,7 @@ def discover(project: Project) -> tuple[list[FoundFolder], list[str]]:
             continue
         seen.add(real_root)
         budget = [MAX_SCANNED_DIRS]
-        for directory in _walk(root, 0, budget, notes):
+        for directory in _walk(root, 0, budget):
             real = directory.resolve()
             if real in seen:
                 continue
@@ -160,7 +160,7 @@ def discover(project: Project) -> tuple[list[FoundFolder], list[str]]:
     return found, notes
 
 
-def _walk(folder: Path, depth: int, budget: list[int], notes: list[str]) -> Iterator[Path]:
+def _walk(folder: Path, depth: int, budget: list[int]) -> Iterator[Path]:
     """Skill folders under `folder` (sorted, so 'first found' is stable); a skill's own subfolders are not searched."""
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
@@ -176,7 +176,7 @@ def _walk(folder: Path, depth: int, budget: list[int], notes: list[str]) -> Iter
         if os.path.isfile(os.path.join(entry.path, "SKILL.md")):
             yield path
         elif depth + 1 < MAX_SKILL_DEPTH:
-            yield from _walk(path, depth + 1, budget, notes)
+            yield from _walk(path, depth + 1, budget)
 
 
 def bundled_files(skill: Skill) -> tuple[list[str], bool]:
