@@ -604,9 +604,16 @@ async def test_tools_are_listed_with_schemas_and_read_only_hints(client) -> None
         "skill_route",
         "skill_load",
         "skill_read",
+        "workflow_list",
+        "workflow_check",
+        "workflow_record",
+        "workflow_status",
+        "workflow_reset",
     }
-    for name in ("ability_list", "ability_validate", "ability_status", "ability_history", *SKILL_TOOLS):
+    read_only = ("ability_list", "ability_validate", "ability_status", "ability_history", *SKILL_TOOLS)
+    for name in (*read_only, "workflow_list", "workflow_check", "workflow_status"):
         assert tools[name].annotations.read_only_hint is True
+    assert tools["workflow_record"].annotations.read_only_hint is False
     assert tools["ability_run"].output_schema["properties"]["next_calls"]
     assert tools["ability_run"].description
 

@@ -5,7 +5,6 @@ A broken file never hides the others; files changed on disk are picked up at the
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from .loader import Definition, load_definition
 from .models import SkillStep, WorkflowStep
 from .project import Project, stamp
 from .skillset import SkillSet
+from .workflows import Workflows, read_workflows
 
 # Nested ability folders deeper than this are not searched (DESIGN §2).
 MAX_ABILITY_DEPTH = 3
@@ -45,6 +45,7 @@ class Catalog:
         self.definitions: list[Definition] = []
         self.winners: dict[str, Definition] = {}
         self.skillset = SkillSet(project)
+        self.workflows = Workflows(project)
         self.problems: dict[Path, list[Diagnostic]] = {}
 
     def refresh(self) -> Catalog:
@@ -94,8 +95,10 @@ class Catalog:
         names = {s.path: s.name for s in self.skillset.skills.values()}
         for path, problems in self.skillset.problems.items():
             out.append(FileDiagnostics("skill", names.get(path, path.parent.name), path, problems))
-        if (wf := workflows_problems(self.project.workflows_file)) is not None:
-            out.append(wf)
+        for path in self.workflows.files:
+            if path.exists():
+                kind = "workflows" if path == self.project.workflows_file else "tool cache"
+                out.append(FileDiagnostics("workflows", path.name, path, workflow_file_problems(path, kind)))
         return out
 
     def _check_project(self) -> None:
@@ -224,15 +227,10 @@ def derive_name(relative: Path) -> str:
     return "/".join(parts)
 
 
-def workflows_problems(path: Path) -> FileDiagnostics | None:
-    """workflows.json must at least be a JSON object (its full format comes with the workflows feature)."""
-    if not path.exists():
-        return None
-    diagnostics = []
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            diagnostics.append(Diagnostic(str(path), "", "workflows.json must be a JSON object keyed by workflow name"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        diagnostics.append(Diagnostic(str(path), "", f"not valid JSON: {exc}; fix the syntax there"))
-    return FileDiagnostics("workflows", "workflows.json", path, diagnostics)
+def workflow_file_problems(path: Path, kind: str) -> list[Diagnostic]:
+    """workflows.json in full (the spec's words); the routing cache only for its `workflows` key."""
+    from .workflow_spec import check_file
+
+    if kind == "workflows":
+        return check_file(path)
+    return read_workflows(None, path).problems

@@ -39,7 +39,9 @@ def serve(project: Project, args: argparse.Namespace) -> int:
 
     from .server import create_server
 
-    server = create_server(project, history_runs=args.history_runs, history_days=args.history_days)
+    server = create_server(
+        project, history_runs=args.history_runs, history_days=args.history_days, session_ttl=args.session_ttl
+    )
 
     async def run() -> None:
         async with anyio.create_task_group() as tg:
@@ -232,11 +234,69 @@ def _route_skills(skillset, task: str, limit: int, as_json: bool) -> int:
 
 
 def schema(project: Project, args: argparse.Namespace) -> int:
-    """Print the JSON Schema of the ability format, for editors."""
-    from .models import Ability
+    """Print the JSON Schema of the ability format or of workflows.json, for editors."""
+    if args.kind == "workflows":
+        from .workflow_spec import json_schema
 
-    document = {"$schema": "https://json-schema.org/draft/2020-12/schema", **Ability.model_json_schema(by_alias=True)}
+        document = json_schema()
+    else:
+        from .models import Ability
+
+        document = {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            **Ability.model_json_schema(by_alias=True),
+        }
     print(json.dumps(document, indent=2))
+    return 0
+
+
+def workflows(project: Project, args: argparse.Namespace) -> int:
+    """`workflows list | add --template NAME | enable N | disable N | remove N`: workflows.json, edited safely."""
+    from . import workflow_file
+    from .errors import AbilitiesError
+
+    path = project.workflows_file
+    try:
+        if args.action == "add":
+            name = workflow_file.add_template(path, args.template, args.name)
+            print(f"Added workflow {name!r} (template {args.template}) to {path}.")
+        elif args.action in ("enable", "disable"):
+            changed = workflow_file.set_enabled(path, args.name, args.action == "enable")
+            print(
+                f"Workflow {args.name!r} {args.action}d."
+                if changed
+                else f"Workflow {args.name!r} was already {args.action}d."
+            )
+        elif args.action == "remove":
+            workflow_file.remove(path, args.name)
+            print(f"Removed workflow {args.name!r} from {path}.")
+        else:
+            return _list_workflows(project, args.json)
+    except AbilitiesError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+def _list_workflows(project: Project, as_json: bool) -> int:
+    from .views import workflow_list_view
+    from .workflows import Workflows
+
+    view = workflow_list_view(Workflows(project).current())
+    if as_json:
+        print(view.model_dump_json(indent=2))
+        return 0
+    for w in view.workflows:
+        state = "" if w.enabled else "  [disabled]"
+        print(f"  {w.name:28} {w.mode:8} {w.description}{state}")
+        triggers = "; ".join(f"{k}: {v if isinstance(v, str) else ', '.join(v)}" for k, v in w.triggers.items())
+        print(f"    when  {triggers}")
+        chain = " -> ".join(p.tool if p.required else f"[{p.tool}]" for p in w.prerequisites)
+        print(f"    first {chain}")
+    for problem in view.problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    if not view.workflows:
+        print(f"No workflows in {project.workflows_file}. Add one: abilities-mcp workflows add --template database")
     return 0
 
 
@@ -251,6 +311,7 @@ COMMANDS = {
     "decide": decide,
     "schema": schema,
     "skills": skills,
+    "workflows": workflows,
 }
 
 
@@ -304,8 +365,31 @@ def _parser() -> argparse.ArgumentParser:
     s = actions.add_parser("read", parents=[common], help="print skills as `openskills read` does")
     s.add_argument("names", nargs="+", metavar="NAME", help="skill name(s); `a,b` reads several")
     p = sub.add_parser("schema", parents=[common], help="print a JSON Schema for editors")
-    p.add_argument("kind", choices=["ability"])
+    p.add_argument("kind", choices=["ability", "workflows"])
+    _workflow_parsers(sub, common)
     return parser
+
+
+def _workflow_parsers(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("workflows", parents=[common], help="list or edit workflows.json (tool prerequisites)")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{list,add,enable,disable,remove}")
+    s = actions.add_parser("list", parents=[common], help="every workflow: triggers, prerequisites, mode")
+    s.add_argument("--json", action="store_true")
+    s = actions.add_parser("add", parents=[common], help="add a built-in template")
+    s.add_argument("--template", required=True, help="database, browser, github-pr or graphql")
+    s.add_argument("--name", help="the workflow's name (default: the template's own)")
+    for action, text in (("enable", "turn on"), ("disable", "turn off (kept in the file)"), ("remove", "delete")):
+        s = actions.add_parser(action, parents=[common], help=f"{text} a workflow")
+        s.add_argument("name")
+
+
+def _duration(text: str) -> float:
+    from .durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _common(root, state_dir, log_level) -> argparse.ArgumentParser:
@@ -319,6 +403,16 @@ def _common(root, state_dir, log_level) -> argparse.ArgumentParser:
 
 
 def _history_options(parser: argparse.ArgumentParser, default) -> None:
+    from .sessions import TTL_ENV
+
+    parser.add_argument(
+        "--session-ttl",
+        type=_duration,
+        default=default if default is not None else os.environ.get(TTL_ENV) or "24h",  # parsed by type=
+        metavar="DURATION",
+        help="workflow prerequisites recorded in a session expire this long after it started "
+        "(default 24h, $ABILITIES_SESSION_TTL)",
+    )
     env_runs, env_days = os.environ.get("ABILITIES_HISTORY_RUNS"), os.environ.get("ABILITIES_HISTORY_DAYS")
     parser.add_argument(
         "--history-runs",

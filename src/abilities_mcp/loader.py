@@ -166,11 +166,11 @@ def _strict_loader() -> type:
     return strict
 
 
-def explain(exc: ValidationError) -> list[tuple[str, str]]:
-    """Pydantic errors as (field path, message with the fix)."""
+def explain(exc: ValidationError, root: type[BaseModel] = Ability) -> list[tuple[str, str]]:
+    """Pydantic errors of a `root` model as (field path, message with the fix)."""
     seen, out = set(), []
     for err in exc.errors():
-        item = (_format_loc(err["loc"]), _message(err))
+        item = (_format_loc(err["loc"]), _message(err, root))
         if item not in seen:
             seen.add(item)
             out.append(item)
@@ -193,11 +193,11 @@ def _is_step_tag(loc: tuple, i: int) -> bool:
     return i >= 2 and loc[i] in STEP_MODELS and isinstance(loc[i - 1], int) and loc[i - 2] == "steps"
 
 
-def _message(err: dict) -> str:
+def _message(err: dict, root: type[BaseModel]) -> str:
     kind, loc = err["type"], err["loc"]
     key = loc[-1] if loc else ""
     if kind == "extra_forbidden":
-        allowed = _allowed_keys(loc[:-1])
+        allowed = _allowed_keys(loc[:-1], root)
         close = did_you_mean(str(key), allowed)
         hint = f"did you mean {close!r}?" if close else f"allowed keys: {', '.join(sorted(allowed))}"
         return f"unknown key {key!r}; {hint}"
@@ -238,17 +238,17 @@ def _literal_choices(err: dict) -> list[str]:
     return [part.strip(" '") for part in expected.replace(" or ", ",").split(",") if part.strip(" '")]
 
 
-def _allowed_keys(loc: tuple) -> set[str]:
-    model = _model_at(loc)
+def _allowed_keys(loc: tuple, root: type[BaseModel]) -> set[str]:
+    model = _model_at(loc, root)
     keys = set()
     for name, info in model.model_fields.items():
         keys.add(info.alias or name)
     return keys
 
 
-def _model_at(loc: tuple) -> type[BaseModel]:
+def _model_at(loc: tuple, root: type[BaseModel]) -> type[BaseModel]:
     """The model class that holds the keys at a pydantic error location."""
-    model: type[BaseModel] = Ability
+    model = root
     for i, part in enumerate(loc):
         if isinstance(part, int) or part == "[key]":
             continue

@@ -168,3 +168,80 @@ class SkillFileRead(BaseModel):
     size: int = Field(description="The file's size in bytes")
     text: str | None = Field(None, description="The file's text; null for a binary file (sent as a resource)")
     truncated: bool = Field(False, description="Only the head of a large file was returned")
+
+
+class PrerequisiteInfo(BaseModel):
+    step: int
+    tool: str
+    description: str
+    required: bool
+    params: dict[str, Any] = Field(default_factory=dict, description="Default arguments for the tool")
+
+
+class WorkflowInfo(BaseModel):
+    name: str
+    description: str
+    mode: str = Field(description="enforce (deny until done), warn (ask) or suggest (mention)")
+    enabled: bool
+    triggers: dict[str, Any] = Field(description="category, tools, keywords: any one triggers the workflow")
+    prerequisites: list[PrerequisiteInfo] = Field(description="In step order")
+    path: str = Field(description="The file it comes from")
+
+
+class WorkflowList(BaseModel):
+    workflows: list[WorkflowInfo]
+    problems: list[str] = Field(default_factory=list, description="Entries not applied and why (fix, then validate)")
+
+
+class WorkflowMatch(BaseModel):
+    workflow: str
+    mode: str
+    verdict: str = Field(description="This workflow's own verdict")
+    reasons: list[str] = Field(description="What matched: tool, category or keyword")
+    missing: list[str] = Field(description="Required prerequisite tools not yet recorded in this session, in order")
+    optional: list[str] = Field(default_factory=list, description="Optional prerequisites not yet recorded")
+    done: list[str] = Field(description="Prerequisite tools recorded in this session")
+
+
+class WorkflowCheck(BaseModel):
+    """Whether a tool may run now; the strictest verdict of every workflow it triggers."""
+
+    verdict: str = Field(description="deny, warn, suggest or allow (deny > warn > suggest > allow)")
+    tool: str
+    matched: list[WorkflowMatch]
+    message: str
+    next_calls: list[NextCallModel] = Field(default_factory=list, description="Missing prerequisites, in order")
+    warnings: list[str] = Field(default_factory=list, description="Broken workflows that enforce nothing until fixed")
+
+
+class RecordedStep(BaseModel):
+    workflow: str
+    step: int
+    tool: str
+
+
+class WorkflowRecord(BaseModel):
+    recorded: list[RecordedStep] = Field(description="Steps this call completed")
+    already: list[RecordedStep] = Field(default_factory=list, description="Steps recorded earlier in this session")
+    session_id: str
+    message: str
+
+
+class CompletedStep(BaseModel):
+    step: int
+    tool: str
+    result: str | None = Field(None, description="The summary given when it was recorded (200 characters at most)")
+    at: str
+
+
+class WorkflowStatus(BaseModel):
+    session_id: str
+    started_at: str
+    expires_at: str = Field(description="After this, the session's records are cleared")
+    completed: dict[str, list[CompletedStep]] = Field(description="Recorded prerequisites by workflow")
+
+
+class WorkflowReset(BaseModel):
+    session_id: str
+    workflow: str | None = Field(None, description="The workflow cleared; null: all")
+    cleared: int = Field(description="How many recorded steps were forgotten")

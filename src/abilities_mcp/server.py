@@ -26,10 +26,12 @@ from .errors import AbilitiesError, NextCall, Refused
 from .forms import MAX_FORMS_PER_CALL, answer_from_retry, ask_by_form, form_era, input_required, open_question
 from .project import Project
 from .results import AbilityList, History, Run, ValidationReport
+from .sessions import DEFAULT_TTL_SECONDS
 from .skill_tools import SkillServer, add_skill_tools
 from .store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS, Store
 from .triggers import Matcher, MatchList
 from .views import ability_info, history_view, run_view, validation_report
+from .workflow_tools import add_workflow_tools
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=False)
@@ -50,6 +52,8 @@ Skills: before a specialised task (documents, spreadsheets, slides, testing, des
 skill_route(task); when it returns a match, skill_load(name) and follow the instructions it returns. Read a
 skill's other files only when those instructions point to them: skill_read(name, path). An empty skill_route
 means no skill fits: do the task without one. skill_list shows every skill.
+Workflows: before calling another server's tool that a workflow gates (workflow_list), call workflow_check(tool,
+task). On deny, call the missing tools in order, workflow_record(tool, result) after each, then check again.
 """
 
 
@@ -160,6 +164,7 @@ def create_server(
     retry_base: float | None = None,
     history_runs: int = DEFAULT_HISTORY_RUNS,
     history_days: float = DEFAULT_HISTORY_DAYS,
+    session_ttl: float = DEFAULT_TTL_SECONDS,
 ) -> MCPServer:
     """Build a server for one project; each connection gets its own engine over the shared state file."""
     catalog = Catalog(project)
@@ -181,6 +186,7 @@ def create_server(
     _add_ability_tools(server, catalog)
     _add_matching_tools(server, catalog)
     add_skill_tools(server, catalog.skillset)
+    add_workflow_tools(server, catalog.workflows, session_ttl)
     return server
 
 

@@ -1,4 +1,5 @@
-"""Durable run state in one SQLite file (WAL), shared safely by the server, the CLI and the hook.
+"""Durable state in one SQLite file (WAL), shared safely by the server, the CLI and the hook: runs here, each
+session's workflow prerequisites in sessions.py.
 
 Every write commits before the method returns: a crash loses nothing that was reported.
 """
@@ -44,9 +45,15 @@ CREATE TABLE IF NOT EXISTS events (
     step_id TEXT, event TEXT NOT NULL, detail TEXT, at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, id);
+CREATE TABLE IF NOT EXISTS prereq_sessions (session_id TEXT PRIMARY KEY, started_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS prereq_done (
+    session_id TEXT NOT NULL REFERENCES prereq_sessions(session_id) ON DELETE CASCADE, workflow TEXT NOT NULL,
+    step INTEGER NOT NULL, tool TEXT NOT NULL, result TEXT, at REAL NOT NULL,
+    PRIMARY KEY (session_id, workflow, step)
+);
 """
 # Bumped with every schema change; older files are migrated forward when opened.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Columns added after a table was first created: (table, column, type). Migration adds the missing ones.
 ADDED_COLUMNS = [
     ("steps", "output_bytes", "INTEGER"),

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from .catalog import Catalog
 from .durations import parse_duration
+from .gates import Check
 from .handoff import AGENT_TOOLS, SKILL_TOOLS
 from .loader import Definition
 from .machine import FINISHED_STEP_STATES, LIVE_RUN_STATES, StepState
@@ -21,6 +22,7 @@ from .results import (
     HistoryEntry,
     InputInfo,
     NextCallModel,
+    PrerequisiteInfo,
     Progress,
     Run,
     SkillInfo,
@@ -28,10 +30,15 @@ from .results import (
     StepInfo,
     StepResult,
     ValidationReport,
+    WorkflowCheck,
+    WorkflowInfo,
+    WorkflowList,
+    WorkflowMatch,
 )
 from .scripts import step_timeout
 from .skillset import SkillSet
 from .store import RunRecord, StepRecord
+from .workflows import Workflow, WorkflowSet
 
 # StepResult.output keeps the last this-many characters (DESIGN §5: tail, ≤ 4 KiB).
 OUTPUT_TAIL_CHARS = 4096
@@ -266,3 +273,46 @@ def skill_list_view(skillset: SkillSet) -> SkillList:
         for s in sorted(skillset.skills.values(), key=lambda s: s.name)
     ]
     return SkillList(skills=skills, notes=skillset.notes)
+
+
+def workflow_info(w: Workflow) -> WorkflowInfo:
+    triggers = {"category": w.category, "tools": list(w.tools), "keywords": list(w.keywords)}
+    steps = [PrerequisiteInfo(**vars(p)) for p in w.prerequisites]
+    return WorkflowInfo(
+        name=w.name,
+        description=w.description,
+        mode=w.mode,
+        enabled=w.enabled,
+        triggers={k: v for k, v in triggers.items() if v},
+        prerequisites=steps,
+        path=w.source,
+    )
+
+
+def workflow_list_view(found: WorkflowSet) -> WorkflowList:
+    """The workflows in file order, with what kept others out."""
+    return WorkflowList(workflows=[workflow_info(w) for w in found.workflows.values()], problems=found.warnings())
+
+
+def workflow_check_view(check: Check, found: WorkflowSet) -> WorkflowCheck:
+    matched = [
+        WorkflowMatch(
+            workflow=m.workflow.name,
+            mode=m.workflow.mode,
+            verdict=m.verdict,
+            reasons=m.reasons,
+            missing=[p.tool for p in m.missing],
+            optional=[p.tool for p in m.optional],
+            done=[p.tool for p in m.done],
+        )
+        for m in check.matched
+    ]
+    calls = [NextCallModel(tool=tool, arguments=args) for tool, args in check.next_calls]
+    return WorkflowCheck(
+        verdict=check.verdict,
+        tool=check.tool,
+        matched=matched,
+        message=check.message,
+        next_calls=calls,
+        warnings=found.warnings(),
+    )

@@ -1,0 +1,128 @@
+"""Editing workflows.json from the CLI (`abilities-mcp workflows add|enable|disable|remove`).
+
+Safe edits: the file is read strictly (a file that does not parse, or names a workflow twice, is left alone with
+the reason), changed in memory with every other entry and the key order kept, and replaced atomically (a reader
+sees the old file or the new one, never half of one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .errors import AbilitiesError, did_you_mean
+from .workflows import META_KEYS, TEMPLATES
+
+
+class WorkflowFileError(AbilitiesError):
+    """An edit that cannot be made: the person at the terminal acts."""
+
+
+def add_template(path: Path, template: str, name: str | None = None) -> str:
+    """Add a built-in template under its own name or `name`; returns the name used."""
+    if template not in TEMPLATES:
+        close = did_you_mean(template, TEMPLATES)
+        hint = f"did you mean {close!r}? " if close else ""
+        raise WorkflowFileError(f"Unknown template {template!r}; {hint}templates: {', '.join(TEMPLATES)}")
+    data, indent = _read(path)
+    entry = {k: v for k, v in json.loads(json.dumps(TEMPLATES[template])).items() if k != "name"}
+    chosen = name or TEMPLATES[template]["name"]
+    if not chosen.strip() or chosen in META_KEYS:
+        raise WorkflowFileError(f"{chosen!r} cannot name a workflow; pass --name with another name")
+    if chosen in data:
+        raise WorkflowFileError(
+            f"A workflow named {chosen!r} already exists in {path}; pass --name to add the template under another name"
+        )
+    data[chosen] = {"enabled": True, **entry, "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    _write(path, data, indent)
+    return chosen
+
+
+def set_enabled(path: Path, name: str, enabled: bool) -> bool:
+    """Turn a workflow on or off without deleting it; returns whether anything changed."""
+    data, indent = _read(path)
+    entry = _existing(data, name, path)
+    if not isinstance(entry, dict):
+        raise WorkflowFileError(f"Workflow {name!r} in {path} is not an object; fix it by hand first")
+    if entry.get("enabled", True) == enabled:
+        return False
+    entry["enabled"] = enabled
+    _write(path, data, indent)
+    return True
+
+
+def remove(path: Path, name: str) -> None:
+    """Delete a workflow; the others stay as they were."""
+    data, indent = _read(path)
+    _existing(data, name, path)
+    del data[name]
+    _write(path, data, indent)
+
+
+def _existing(data: dict[str, Any], name: str, path: Path) -> Any:
+    if name not in data or name in META_KEYS:
+        known = [n for n in data if n not in META_KEYS]
+        close = did_you_mean(name, known)
+        hint = f" Did you mean {close!r}?" if close else f" Workflows: {', '.join(known) or 'none'}."
+        raise WorkflowFileError(f"Workflow {name!r} not found in {path}.{hint}")
+    return data[name]
+
+
+def _read(path: Path) -> tuple[dict[str, Any], int]:
+    """The file's object and its indentation; a missing file is an empty object."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, 2
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkflowFileError(f"Cannot read {path}: {exc}") from None
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise WorkflowFileError(
+            f"{path} is not valid JSON ({exc}); fix it before editing, nothing was changed"
+        ) from None
+    except ValueError as exc:
+        raise WorkflowFileError(f"{path}: {exc}; fix it before editing, nothing was changed") from None
+    if not isinstance(data, dict):
+        raise WorkflowFileError(f"{path} must be a JSON object keyed by workflow name; nothing was changed")
+    return data, _indent(text)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} appears twice (JSON keeps only the last)")
+        seen[key] = value
+    return seen
+
+
+def _indent(text: str) -> int:
+    """The indentation the file uses (its first indented line), so an edit does not reformat it."""
+    for line in text.splitlines()[1:]:
+        stripped = line.lstrip(" ")
+        if stripped and len(stripped) < len(line):
+            return len(line) - len(stripped)
+    return 2
+
+
+def _write(path: Path, data: dict[str, Any], indent: int) -> None:
+    text = json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
