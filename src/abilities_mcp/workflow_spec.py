@@ -22,7 +22,7 @@ from pydantic import (
 
 from .errors import Diagnostic
 from .loader import explain
-from .workflows import META_KEYS, cycle_problems, parse_workflow, read_json
+from .workflows import META_KEYS, cycle_problems, meta_problems, parse_workflow, read_json
 
 
 def _not_blank(value: str) -> str:
@@ -31,7 +31,8 @@ def _not_blank(value: str) -> str:
     return value
 
 
-Text = Annotated[StrictStr, AfterValidator(_not_blank)]
+# Not blank: the validator says it in words, the pattern tells editors.
+Text = Annotated[StrictStr, AfterValidator(_not_blank), Field(json_schema_extra={"pattern": r"\S"})]
 
 
 class Triggers(BaseModel):
@@ -39,7 +40,7 @@ class Triggers(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    category: Text | None = Field(
+    category: Text = Field(  # type: ignore[assignment]  # absent is fine, null is not (as the hook reads it)
         None, description="Tool belongs to this category in the tool-routing cache (.opencode/agent-skill-tools.json)"
     )
     tools: list[Text] = Field(
@@ -69,7 +70,7 @@ class Workflow(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: StrictBool = Field(True, description="Whether this workflow is active")
-    name: StrictStr | None = Field(None, description="Templates carry their name; the key is what counts")
+    name: StrictStr = Field(None, description="Templates carry their name; the key is what counts")  # type: ignore
     description: Text = Field(description="Human-readable description of the workflow")
     triggers: Triggers
     prerequisites: list[Prerequisite] = Field(min_length=1, description="Steps to execute before the main action")
@@ -78,7 +79,7 @@ class Workflow(BaseModel):
         description="enforce: deny until every required prerequisite ran; warn: ask, listing what is missing; "
         "suggest: mention them",
     )
-    created_at: StrictStr | None = Field(None, description="When this workflow was created (ISO 8601)")
+    created_at: StrictStr = Field(None, description="When this workflow was created (ISO 8601)")  # type: ignore
 
 
 class WorkflowsFile(RootModel[dict[str, Workflow]]):
@@ -102,7 +103,8 @@ def check_file(path: Path) -> list[Diagnostic]:
     if not isinstance(data, dict):
         return [Diagnostic(str(path), "", 'must be a JSON object keyed by workflow name, e.g. {"db-safe": {...}}')]
     entries = [(name, entry) for name, entry in data.items() if name not in META_KEYS]
-    found = [d for name, entry in entries for d in _check_entry(path, name, entry)]
+    found = problems + meta_problems(data, path)
+    found += [d for name, entry in entries for d in _check_entry(path, name, entry)]
     parsed = [parse_workflow(name, entry, str(path))[0] for name, entry in entries]
     return found + cycle_problems([w for w in parsed if w is not None and w.enabled])
 

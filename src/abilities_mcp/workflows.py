@@ -185,6 +185,8 @@ def read_workflows(workflows_file: Path | None, tool_cache: Path | None = None) 
     if tool_cache is not None:
         cache, problems = read_json(tool_cache)
         found.problems += problems
+        if cache is not None and not isinstance(cache, dict):
+            found.problems.append(Diagnostic(str(tool_cache), "", "must be a JSON object (the tool-routing cache)"))
         if isinstance(cache, dict):
             found.categories = tool_categories(cache)
             _add_entries(found, cache.get("workflows"), tool_cache, key="workflows.")
@@ -206,6 +208,8 @@ def read_json(path: Path) -> tuple[Any, list[Diagnostic]]:
         return None, [Diagnostic(str(path), "", f"cannot read the file: {exc}")]
     except json.JSONDecodeError as exc:
         return None, [Diagnostic(str(path), "", f"not valid JSON: {exc}; fix the syntax there")]
+    if data is None:  # `null`: not the same as no file
+        return None, [Diagnostic(str(path), "", "holds null; write a JSON object keyed by name, or delete the file")]
     why = "appears twice in one object; JSON keeps only the last, so merge or rename one"
     return data, [Diagnostic(str(path), key, why) for key in dict.fromkeys(twice)]
 
@@ -225,6 +229,7 @@ def _add_entries(found: WorkflowSet, data: Any, path: Path, key: str = "") -> No
     if not isinstance(data, dict):
         found.problems.append(Diagnostic(str(path), key.rstrip("."), "must be a JSON object keyed by workflow name"))
         return
+    found.problems += meta_problems(data, path) if not key else []
     for name, entry in data.items():
         if name in META_KEYS and not key:
             continue
@@ -237,6 +242,15 @@ def _add_entries(found: WorkflowSet, data: Any, path: Path, key: str = "") -> No
         found.problems += problems
         if workflow is not None:
             found.workflows[name] = workflow
+
+
+def meta_problems(data: dict[str, Any], path: Path) -> list[Diagnostic]:
+    """The top-level keys that are not workflows ("$schema") must still be what they say."""
+    return [
+        Diagnostic(str(path), key, "must be a string (the path or URL of the JSON Schema)")
+        for key in META_KEYS
+        if key in data and not isinstance(data[key], str)
+    ]
 
 
 def parse_workflow(name: str, entry: Any, source: str, key: str = "") -> tuple[Workflow | None, list[Diagnostic]]:
@@ -398,17 +412,19 @@ def tool_categories(cache: dict[str, Any]) -> dict[str, frozenset[str]]:
         tools = category.get("tools")
         for tool in tools if isinstance(tools, list) else ():
             if isinstance(tool, dict):
-                prefix = tool.get("prefix") if isinstance(tool.get("prefix"), str) else ""
-                for tool_id in {tool.get("id"), f"{prefix}{tool.get('id')}" if prefix else None}:
-                    add(tool_id, key, category.get("name"))
+                tool_id, prefix = _text_or_none(tool.get("id")), _text_or_none(tool.get("prefix"))
+                for full in (tool_id, prefix + tool_id if prefix and tool_id else None):
+                    add(full, key, category.get("name"))
             else:
                 add(tool, key, category.get("name"))
     tools = cache.get("tools")
     for tool_id, info in tools.items() if isinstance(tools, dict) else ():
-        if isinstance(info, dict):
-            category = info.get("category")
-            names = [category]
-            if isinstance(categories, dict) and isinstance(categories.get(category), dict):
-                names.append(categories[category].get("name"))
-            add(tool_id, *names)
+        category = _text_or_none(info.get("category")) if isinstance(info, dict) else None
+        if category is not None:
+            named = categories.get(category) if isinstance(categories, dict) else None
+            add(tool_id, category, named.get("name") if isinstance(named, dict) else None)
     return {tool: frozenset(names) for tool, names in found.items()}
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
