@@ -42,10 +42,11 @@ def npx() -> str:
     return found
 
 
-def inspect(npx: str, root: Path, *args: str) -> dict:
+def inspect(npx: str, root: Path, *args: str, server_env: dict[str, str] | None = None) -> dict:
     """Run the Inspector CLI against `python -m abilities_mcp --root ROOT`; return its JSON result."""
+    env_args = [arg for key, value in (server_env or {}).items() for arg in ("-e", f"{key}={value}")]
     result = subprocess.run(
-        [npx, "-y", INSPECTOR, "--cli", sys.executable, "-m", "abilities_mcp", "--root", str(root), *args]
+        [npx, "-y", INSPECTOR, "--cli", *env_args, sys.executable, "-m", "abilities_mcp", "--root", str(root), *args]
         + ["--format", "json", "-q"],
         capture_output=True,
         text=True,
@@ -92,3 +93,22 @@ def test_an_approval_waits_for_a_person_when_the_client_shows_no_forms(npx: str,
     run = result["structuredContent"]
     assert run["status"] == "awaiting_approval" and run["current_step"]["prompt"] == "Ship it?"
     assert f"abilities-mcp approve {run['run_id']}" in run["current_step"]["instructions"]
+
+
+def test_the_inspector_records_prerequisites_that_a_later_server_process_of_the_session_sees(
+    npx: str, root: Path
+) -> None:
+    shutil.copy(Path(__file__).resolve().parents[1] / "workflows.json", root / "workflows.json")
+    session = {"CLAUDE_CODE_SESSION_ID": "inspector-1"}
+
+    def call(name: str, /, **arguments: str) -> dict:
+        args = [arg for key, value in arguments.items() for arg in ("--tool-arg", f"{key}={value}")]
+        return inspect(npx, root, "--method", "tools/call", "--tool-name", name, *args, server_env=session)
+
+    assert call("workflow_check", tool="mcp__pg__execute_query")["structuredContent"]["verdict"] == "deny"
+    for tool in ("list_databases", "list_tables", "inspect_table"):
+        recorded = call("workflow_record", tool=f"mcp__pg__{tool}", result="ok")
+        assert recorded["isError"] is False and recorded["structuredContent"]["session_id"] == "inspector-1"
+    after = call("workflow_check", tool="mcp__pg__execute_query")["structuredContent"]
+    database = next(m for m in after["matched"] if m["workflow"] == "database-safe-query")
+    assert (database["verdict"], after["verdict"]) == ("allow", "suggest")
