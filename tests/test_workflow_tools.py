@@ -381,3 +381,19 @@ def test_two_processes_recording_at_once_lose_nothing(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT workflow, tool FROM prereq_done WHERE session_id='shared'").fetchall()
     assert sorted(rows) == sorted((f"w{i}", f"tool_{i}") for i in range(count))
+
+
+async def test_enforced_workflows_that_wait_on_each_other_are_reported_but_still_applied(project) -> None:
+    def gated(tool: str, needs: str) -> dict[str, Any]:
+        return {
+            "description": f"{tool} after {needs}",
+            "triggers": {"tools": [tool]},
+            "prerequisites": [{"step": 1, "tool": needs, "description": "first"}],
+        }
+
+    write_workflows(project.root, extra={"x-first": gated("y", "x"), "y-first": gated("x", "y")})
+    async with Client(create_server(project)) as client:
+        result = await call(client, "workflow_check", tool="y")
+    assert result["verdict"] == "deny"
+    [warning] = result["warnings"]
+    assert "wait on each other" in warning and "(applied;" in warning

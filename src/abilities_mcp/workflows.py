@@ -156,8 +156,15 @@ class WorkflowSet:
         return [w for w in self.workflows.values() if w.enabled]
 
     def warnings(self) -> list[str]:
-        """What a gate answer must mention: a workflow that is broken enforces nothing."""
-        return [f"{p} (not applied; run `abilities-mcp validate`)" for p in self.problems]
+        """What a gate answer must mention: a broken workflow enforces nothing until it is fixed."""
+        return [
+            f"{p} ({'applied' if self._applies(p) else 'not applied'}; see `abilities-mcp validate`)"
+            for p in self.problems
+        ]
+
+    def _applies(self, problem: Diagnostic) -> bool:
+        path = problem.path.removeprefix("workflows.")
+        return any(path == name or path.startswith((f"{name}.", f"{name}[")) for name in self.workflows)
 
 
 class Workflows:
