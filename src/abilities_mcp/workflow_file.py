@@ -30,7 +30,7 @@ def add_template(path: Path, template: str, name: str | None = None) -> str:
         raise WorkflowFileError(f"Unknown template {template!r}; {hint}templates: {', '.join(TEMPLATES)}")
     data, indent = _read(path)
     entry = {k: v for k, v in json.loads(json.dumps(TEMPLATES[template])).items() if k != "name"}
-    chosen = name or TEMPLATES[template]["name"]
+    chosen = TEMPLATES[template]["name"] if name is None else name
     if not chosen.strip() or chosen in META_KEYS:
         raise WorkflowFileError(f"{chosen!r} cannot name a workflow; pass --name with another name")
     if chosen in data:
@@ -72,7 +72,7 @@ def _existing(data: dict[str, Any], name: str, path: Path) -> Any:
     return data[name]
 
 
-def _read(path: Path) -> tuple[dict[str, Any], int]:
+def _read(path: Path) -> tuple[dict[str, Any], int | str]:
     """The file's object and its indentation; a missing file is an empty object."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -102,16 +102,18 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def _indent(text: str) -> int:
+def _indent(text: str) -> int | str:
     """The indentation the file uses (its first indented line), so an edit does not reformat it."""
     for line in text.splitlines()[1:]:
+        if line.startswith("\t"):
+            return "\t"
         stripped = line.lstrip(" ")
         if stripped and len(stripped) < len(line):
             return len(line) - len(stripped)
     return 2
 
 
-def _write(path: Path, data: dict[str, Any], indent: int) -> None:
+def _write(path: Path, data: dict[str, Any], indent: int | str) -> None:
     text = json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -120,9 +122,15 @@ def _write(path: Path, data: dict[str, Any], indent: int) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process umask (read by setting it: there is no other way; set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
