@@ -372,12 +372,15 @@ def test_two_processes_recording_at_once_lose_nothing(tmp_path: Path) -> None:
     half = count // 2
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", RECORDER, str(db), str(tmp_path / "workflows.json"), str(a), str(b), str(go)]
+            [sys.executable, "-c", RECORDER, str(db), str(tmp_path / "workflows.json"), str(a), str(b), str(go)],
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for a, b in ((0, half), (half, count))
     ]
     go.touch()
-    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT workflow, tool FROM prereq_done WHERE session_id='shared'").fetchall()
     assert sorted(rows) == sorted((f"w{i}", f"tool_{i}") for i in range(count))
