@@ -59,6 +59,31 @@ def test_concurrent_writers_from_two_processes_lose_nothing(tmp_path: Path) -> N
     assert details.count("a") == 200 and details.count("b") == 200
 
 
+OPEN_AT_ONCE = """
+import sys
+from pathlib import Path
+from abilities_mcp.store import Store
+go = Path(sys.argv[2])
+while not go.exists():
+    pass
+Store(Path(sys.argv[1])).close()
+"""
+
+
+def test_processes_creating_a_new_state_file_at_the_same_moment_all_open_it(tmp_path: Path) -> None:
+    """A server and a hook may be the first to touch the file together (switching it to WAL raced before)."""
+    for round_ in range(20):
+        db, go = tmp_path / f"r{round_}" / "state.db", tmp_path / f"go{round_}"
+        procs = [
+            subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, str(db), str(go)], stderr=subprocess.PIPE, text=True)
+            for _ in range(3)
+        ]
+        go.touch()
+        errors = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], errors
+        assert Store(db).db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
 def test_runs_left_live_by_a_dead_process_are_orphans_and_live_owners_are_not(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

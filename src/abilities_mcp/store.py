@@ -18,6 +18,8 @@ from typing import Any
 
 # How long a writer waits for another process's lock before giving up.
 BUSY_TIMEOUT_MS = 10_000
+# Pause between tries to switch a new file to WAL while another process holds it (see Store._enable_wal).
+WAL_RETRY_SECONDS = 0.005
 # History kept by default (DESIGN §4): the newest runs and the last days.
 DEFAULT_HISTORY_RUNS = 500
 DEFAULT_HISTORY_DAYS = 30.0
@@ -134,12 +136,25 @@ class Store:
         self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
         self.db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        self.db.execute("PRAGMA journal_mode=WAL")
+        self._enable_wal()
         # NORMAL in WAL mode survives a process crash; only a power loss can drop the last commits.
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.executescript(_SCHEMA)  # idempotent; busy_timeout queues concurrent creators
         self._migrate()
+
+    def _enable_wal(self) -> None:
+        """WAL mode, waiting for another process that is creating the same file: SQLite answers this pragma with
+        "database is locked" at once, without its busy handler, while two processes open a new file together."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                self.db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(WAL_RETRY_SECONDS)
 
     def _migrate(self) -> None:
         """Bring a state file written by an older version up to this schema; newer files are refused."""
