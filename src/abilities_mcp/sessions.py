@@ -77,8 +77,7 @@ class SessionState:
         """Record a tool that ran in every workflow that lists it (in order; see gates.plan_record)."""
         summary = None if result is None else result[:MAX_RESULT_CHARS]
         with self.store.transaction() as db:
-            self.session(session_id)
-            plan = plan_record(workflows, tool, self.done(session_id), only)
+            plan = plan_record(workflows, tool, self.done(session_id), only)  # done() renews an expired session
             now = time.time()
             db.executemany(
                 "INSERT OR IGNORE INTO prereq_done (session_id, workflow, step, tool, result, at) VALUES (?,?,?,?,?,?)",
