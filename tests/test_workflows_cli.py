@@ -285,11 +285,11 @@ def test_an_edit_keeps_the_indentation_the_file_uses(folder: Path, indent: int |
 # --- malformed files are never rewritten -------------------------------------------------------------------------
 
 MALFORMED = {
-    "invalid-json": ('{\n  "db": {"description": "x",}\n}\n', "is not valid JSON"),
+    "invalid-json": ('{\n  "db": {"description": "x",}\n}\n', "not valid JSON"),
     "array": ('[\n  {"description": "x"}\n]\n', "must be a JSON object keyed by workflow name"),
     "duplicate-key": (
         '{\n  "db": {"description": "first"},\n  "db": {"description": "second"}\n}\n',
-        "the key 'db' appears twice",
+        "db: appears twice in one object",
     ),
 }
 EDITS = {

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AbilitiesError, did_you_mean
-from .workflows import META_KEYS, TEMPLATES
+from .workflows import META_KEYS, TEMPLATES, parse_json
 
 
 class WorkflowFileError(AbilitiesError):
@@ -80,26 +80,14 @@ def _read(path: Path) -> tuple[dict[str, Any], int | str]:
         return {}, 2
     except (OSError, UnicodeDecodeError) as exc:
         raise WorkflowFileError(f"Cannot read {path}: {exc}") from None
-    try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates) if text.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise WorkflowFileError(
-            f"{path} is not valid JSON ({exc}); fix it before editing, nothing was changed"
-        ) from None
-    except ValueError as exc:
-        raise WorkflowFileError(f"{path}: {exc}; fix it before editing, nothing was changed") from None
+    if not text.strip():
+        return {}, 2
+    data, problems = parse_json(text, path)
+    if problems:
+        raise WorkflowFileError(f"{problems[0]}; fix it before editing, nothing was changed")
     if not isinstance(data, dict):
         raise WorkflowFileError(f"{path} must be a JSON object keyed by workflow name; nothing was changed")
     return data, _indent(text)
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise ValueError(f"the key {key!r} appears twice (JSON keeps only the last)")
-        seen[key] = value
-    return seen
 
 
 def _indent(text: str) -> int | str:

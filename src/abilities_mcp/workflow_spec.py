@@ -112,9 +112,10 @@ def check_file(path: Path) -> list[Diagnostic]:
 def _check_entry(path: Path, name: str, entry: Any) -> list[Diagnostic]:
     if not name.strip():
         return [Diagnostic(str(path), repr(name), "a workflow name must not be empty; name it")]
+    meaning = parse_workflow(name, entry, str(path))[1]  # the hot path's verdict: what the schema cannot say too
     try:
         Workflow.model_validate(entry)
     except ValidationError as exc:
-        named = [d for d in parse_workflow(name, entry, str(path))[1] if d.path == f"{name}.name"]
+        named = [d for d in meaning if d.path == f"{name}.name"]
         return [Diagnostic(str(path), f"{name}.{p}" if p else name, m) for p, m in explain(exc, Workflow)] + named
-    return parse_workflow(name, entry, str(path))[1]  # what the schema cannot say: no triggers, a step twice ...
+    return meaning  # what the schema cannot say: no triggers, a step twice ...

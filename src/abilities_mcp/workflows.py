@@ -207,12 +207,18 @@ def read_json(path: Path) -> tuple[Any, list[Diagnostic]]:
         if path.stat().st_size > MAX_FILE_BYTES:
             return None, [Diagnostic(str(path), "", f"larger than {MAX_FILE_BYTES} bytes; keep it small")]
         text = path.read_text(encoding="utf-8")
-        twice: list[str] = []
-        data = json.loads(text, object_pairs_hook=lambda pairs: _pairs(pairs, twice))
     except FileNotFoundError:
         return None, []
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Diagnostic(str(path), "", f"cannot read the file: {exc}")]
+    return parse_json(text, path)
+
+
+def parse_json(text: str, path: Path) -> tuple[Any, list[Diagnostic]]:
+    """JSON text's value, with a key written twice in one object (JSON silently keeps the last) as a problem."""
+    twice: list[str] = []
+    try:
+        data = json.loads(text, object_pairs_hook=lambda pairs: _pairs(pairs, twice))
     except json.JSONDecodeError as exc:
         return None, [Diagnostic(str(path), "", f"not valid JSON: {exc}; fix the syntax there")]
     if data is None:  # `null`: not the same as no file
