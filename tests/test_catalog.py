@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from abilities_mcp.catalog import derive_name
+from abilities_mcp.project import derive_name
 
 SOUND = "description: {description}\nsteps:\n  - {{id: a, type: script, run: echo {word}}}\n"
 

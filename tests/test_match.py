@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from abilities_mcp.catalog import Catalog
-from abilities_mcp.models import Triggers
+from abilities_mcp.phrases import MAX_PATTERN_TEXT_CHARS, MAX_TEXT_CHARS, compile_triggers
 from abilities_mcp.project import Project
-from abilities_mcp.triggers import MAX_PATTERN_TEXT_CHARS, MAX_TEXT_CHARS, Matcher, compile_triggers
+from abilities_mcp.triggers import Matcher
 
 STEPS = "steps:\n  - {id: s, type: script, run: 'true'}\n"
 
@@ -126,7 +126,7 @@ def test_broken_abilities_are_never_matched(ability, write, matcher: Matcher, pr
 
 
 def test_a_pattern_that_does_not_compile_is_skipped_not_raised() -> None:
-    compiled = compile_triggers(Triggers(keywords=["x"], patterns=["(", "ok"]))
+    compiled = compile_triggers(["x"], ["(", "ok"])
     assert [t.label for t in compiled] == ["keyword:x", "pattern:ok"]
 
 

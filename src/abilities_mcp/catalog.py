@@ -5,24 +5,18 @@ A broken file never hides the others; files changed on disk are picked up at the
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Diagnostic, UnknownName, did_you_mean
 from .loader import Definition, load_definition
 from .models import SkillStep, WorkflowStep
-from .project import Project, stamp
+from .project import Project, discover_ability_files, stamp
 from .skillset import SkillSet
 from .workflows import Workflows, read_workflows
 
-# Nested ability folders deeper than this are not searched (DESIGN §2).
-MAX_ABILITY_DEPTH = 3
 # A workflow step may start a child run this many levels deep at most.
 MAX_NESTING = 5
-SKIPPED_FOLDERS = {".git", "node_modules", "__pycache__"}
-ABILITY_SUFFIXES = (".yaml", ".yml")
 
 
 @dataclass(frozen=True)
@@ -192,39 +186,6 @@ def workflow_chains(graph: dict[str, list[str]]) -> tuple[dict[str, list[str]], 
         if name not in state:
             visit(name, [])
     return loops, longest
-
-
-def discover_ability_files(project: Project) -> Iterator[tuple[Path, str, str]]:
-    """(file, derived name, scope) for every ability file, project folders first."""
-    seen: set[Path] = set()
-    for folder, scope in project.ability_dirs():
-        real = folder.resolve() if folder.is_dir() else None
-        if real is None or real in seen:
-            continue
-        seen.add(real)
-        for path in sorted(_walk(folder, 0)):
-            yield path, derive_name(path.relative_to(folder)), scope
-
-
-def _walk(folder: Path, depth: int) -> Iterator[Path]:
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return
-    for entry in entries:
-        if entry.is_dir():
-            if depth < MAX_ABILITY_DEPTH and not entry.name.startswith(".") and entry.name not in SKIPPED_FOLDERS:
-                yield from _walk(Path(entry.path), depth + 1)
-        elif entry.name.endswith(ABILITY_SUFFIXES) and not entry.name.startswith("."):
-            yield Path(entry.path)
-
-
-def derive_name(relative: Path) -> str:
-    """`test.yaml` → test; `deploy/production/ability.yaml` → deploy/production; `deploy/x.yml` → deploy/x."""
-    parts = list(relative.with_suffix("").parts)
-    if parts[-1] == "ability" and len(parts) > 1:
-        parts.pop()
-    return "/".join(parts)
 
 
 def workflow_file_problems(path: Path, kind: str) -> list[Diagnostic]:

@@ -300,6 +300,23 @@ def _list_workflows(project: Project, as_json: bool) -> int:
     return 0
 
 
+def hook(project: Project, args: argparse.Namespace) -> int:
+    """Answer one client hook event (stdin: the client's JSON; stdout: its answer). `__main__` runs the plain
+    `hook CLIENT EVENT` form without argparse: it runs on every tool call."""
+    from .hook import main as answer
+
+    return answer(args.client, args.event, project=project, session_ttl=args.session_ttl)
+
+
+def init(project: Project, args: argparse.Namespace) -> int:
+    """Write or merge a client's config: the server entry, and the hooks where the client has them."""
+    from .client_config import init as write_config
+
+    return write_config(
+        project.root, args.client, dry_run=args.dry_run, name=args.name, command=args.client_command, force=args.force
+    )
+
+
 COMMANDS = {
     "serve": serve,
     "validate": validate,
@@ -312,6 +329,8 @@ COMMANDS = {
     "schema": schema,
     "skills": skills,
     "workflows": workflows,
+    "hook": hook,
+    "init": init,
 }
 
 
@@ -367,7 +386,28 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", parents=[common], help="print a JSON Schema for editors")
     p.add_argument("kind", choices=["ability", "workflows"])
     _workflow_parsers(sub, common)
+    _client_parsers(sub, common)
     return parser
+
+
+def _client_parsers(sub, common: argparse.ArgumentParser) -> None:
+    from .client_config import CLIENTS
+    from .hook import EVENTS
+
+    p = sub.add_parser("hook", parents=[common], help="answer a client hook event (reads its JSON on stdin)")
+    p.add_argument("client", choices=sorted(EVENTS))
+    p.add_argument("event", help="; ".join(f"{client}: {', '.join(events)}" for client, events in EVENTS.items()))
+    _history_options(p, argparse.SUPPRESS)
+    p = sub.add_parser("init", parents=[common], help="write or merge a client's config (server entry and hooks)")
+    p.add_argument("client", choices=CLIENTS)
+    p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    p.add_argument("--name", default="abilities", help="the server's name in the client (default: abilities)")
+    p.add_argument(
+        "--command",
+        dest="client_command",
+        help="how the client starts abilities-mcp (default: found on PATH, else this one)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing entry of ours that differs")
 
 
 def _workflow_parsers(sub, common: argparse.ArgumentParser) -> None:

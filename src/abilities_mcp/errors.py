@@ -12,18 +12,17 @@ Bugs are not caught: they propagate and are logged.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+
+# No dataclasses or difflib at import: the hook imports this module on every tool call and must start fast.
 
 
 class AbilitiesError(Exception):
     """Base of every error this package raises on purpose."""
 
 
-@dataclass(frozen=True)
-class Diagnostic:
+class Diagnostic(NamedTuple):
     """One problem in one file: where it is and how to fix it."""
 
     file: str
@@ -51,12 +50,11 @@ class InputError(AbilitiesError):
         super().__init__("Invalid inputs: " + "; ".join(problems))
 
 
-@dataclass
-class NextCall:
+class NextCall(NamedTuple):
     """A tool call the caller may legally make next."""
 
     tool: str
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any]
 
     def render(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
@@ -97,5 +95,7 @@ class UnknownName(AbilitiesError):
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
     """The closest candidate to a mistyped word, or None when nothing is close."""
+    import difflib
+
     found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return found[0] if found else None

@@ -7,10 +7,9 @@ each one listed: no silent first-defined-wins.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+from .phrases import phrase
 from .workflows import Prerequisite, Workflow, WorkflowSet
 
 VERDICTS = ("allow", "suggest", "warn", "deny")  # weakest first
@@ -24,8 +23,8 @@ MAX_TASK_CHARS = 10_000
 Done = dict[str, dict[int, Any]]  # workflow -> step -> what was recorded
 
 
-@dataclass
-class Matched:
+# NamedTuples, not dataclasses: the hook runs this module on every tool call (see workflows.py).
+class Matched(NamedTuple):
     """One workflow a call triggered, and where this session stands with it."""
 
     workflow: Workflow
@@ -36,15 +35,14 @@ class Matched:
     done: list[Prerequisite]
 
 
-@dataclass
-class Check:
+class Check(NamedTuple):
     """The answer to "may this tool run now?"."""
 
     verdict: str
     tool: str
     matched: list[Matched]
     message: str
-    next_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    next_calls: list[tuple[str, dict[str, Any]]]
 
 
 def tool_matches(called: str, wanted: str) -> bool:
@@ -74,17 +72,20 @@ def triggers(workflow: Workflow, tool: str, task: str, categories: dict[str, fro
     if workflow.category and tool and workflow.category.lower() in categories_of(tool, categories):
         reasons.append(f"category {workflow.category}")
     text = task[:MAX_TASK_CHARS]
-    reasons += [f"keyword {k!r}" for k in workflow.keywords if text and _phrase(k).search(text)]
+    reasons += [f"keyword {k!r}" for k in workflow.keywords if text and k.split() and phrase(k.split()).search(text)]
     return reasons
 
 
-def _phrase(keyword: str) -> re.Pattern[str]:
-    """Whole words, case-insensitive; a phrase's words may be split by any whitespace."""
-    words = [re.escape(w) for w in keyword.split()]
-    return re.compile(r"(?<!\w)" + r"\s+".join(words) + r"(?!\w)", re.IGNORECASE)
+# What the answer tells the model to do about missing steps: record them itself (the server's tool), or nothing
+# more than calling them when a client hook records what runs.
+RECORD_YOURSELF = (
+    "Call the missing tools in step order, and after each, workflow_record(tool=<its name>, result=<a short "
+    "summary>) (a client hook may record them for you)."
+)
+RECORDED_BY_HOOK = "Call the missing tools in step order; each is recorded when it runs."
 
 
-def check(workflows: WorkflowSet, tool: str, task: str, done: Done) -> Check:
+def check(workflows: WorkflowSet, tool: str, task: str, done: Done, how: str = RECORD_YOURSELF) -> Check:
     """The verdict for calling `tool` (for `task`) given what this session has recorded."""
     matched = []
     for workflow in workflows.enabled():
@@ -94,7 +95,7 @@ def check(workflows: WorkflowSet, tool: str, task: str, done: Done) -> Check:
         if reasons:
             matched.append(standing(workflow, reasons, done.get(workflow.name, {})))
     verdict = max((m.verdict for m in matched), key=VERDICTS.index, default="allow")
-    return Check(verdict, tool, matched, message(verdict, tool, matched), next_calls(matched))
+    return Check(verdict, tool, matched, message(verdict, tool, matched, how), next_calls(matched))
 
 
 def standing(workflow: Workflow, reasons: list[str], recorded: dict[int, Any]) -> Matched:
@@ -117,7 +118,7 @@ def next_calls(matched: list[Matched]) -> list[tuple[str, dict[str, Any]]]:
     return list(calls.items())
 
 
-def message(verdict: str, tool: str, matched: list[Matched]) -> str:
+def message(verdict: str, tool: str, matched: list[Matched], how: str = RECORD_YOURSELF) -> str:
     """One paragraph for the model: the verdict, each workflow's part in it, and what to do."""
     if not matched:
         return f"Allowed: no workflow gates {tool!r}."
@@ -139,26 +140,22 @@ def message(verdict: str, tool: str, matched: list[Matched]) -> str:
         if m.optional:
             lines.append(f"  Optional: {', '.join(p.tool for p in m.optional)}.")
     if verdict != "allow" and any(m.missing for m in matched):
-        lines.append(
-            "Call the missing tools in step order, and after each, workflow_record(tool=<its name>, result=<a short "
-            "summary>) (a client hook may record them for you)."
-        )
+        lines.append(how)
     return "\n".join(lines)
 
 
-@dataclass
-class RecordPlan:
+class RecordPlan(NamedTuple):
     """What recording one tool does: the steps it completes, and the steps it may not complete yet."""
 
-    record: list[tuple[Workflow, Prerequisite]] = field(default_factory=list)
-    already: list[tuple[Workflow, Prerequisite]] = field(default_factory=list)
-    refused: list[tuple[Workflow, Prerequisite, Prerequisite]] = field(default_factory=list)  # (wf, step, earlier)
+    record: list[tuple[Workflow, Prerequisite]]
+    already: list[tuple[Workflow, Prerequisite]]
+    refused: list[tuple[Workflow, Prerequisite, Prerequisite]]  # (workflow, step, the earlier step it waits for)
 
 
 def plan_record(workflows: WorkflowSet, tool: str, done: Done, only: str | None = None) -> RecordPlan:
     """A tool that ran completes its step in every workflow that lists it, unless an enforced workflow still
     needs an earlier required step (order matters there; optional steps may be skipped)."""
-    plan = RecordPlan()
+    plan = RecordPlan([], [], [])
     for workflow in workflows.enabled():
         if only is not None and workflow.name != only:
             continue
@@ -166,7 +163,7 @@ def plan_record(workflows: WorkflowSet, tool: str, done: Done, only: str | None 
         listed = [p for p in workflow.prerequisites if tool_matches(tool, p.tool)]
         pending = [p for p in listed if p.step not in recorded]  # a tool listed twice fills one step a call
         if not pending:
-            plan.already += [(workflow, p) for p in listed[:1]]
+            plan.already.extend((workflow, p) for p in listed[:1])
             continue
         step = pending[0]
         earlier = [p for p in workflow.prerequisites if p.step < step.step and p.required and p.step not in recorded]

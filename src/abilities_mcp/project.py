@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
+# Nested ability folders deeper than this are not searched (DESIGN §2).
+MAX_ABILITY_DEPTH = 3
+SKIPPED_FOLDERS = {".git", "node_modules", "__pycache__"}
+ABILITY_SUFFIXES = (".yaml", ".yml")
 SKILL_FOLDERS = ("skills", ".agents/skills", ".agent/skills", ".claude/skills", ".opencode/skills")
 
 
-@dataclass(frozen=True)
 class Project:
     """The project root, the user's folders, and the state directory."""
 
-    root: Path
-    state_dir: Path
-    home: Path = field(default_factory=Path.home)
-    config_home: Path = field(
-        default_factory=lambda: Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    )
+    # A plain class, not a dataclass: the hook imports this on every tool call and dataclasses cost it ~14 ms.
+    __slots__ = ("root", "state_dir", "home", "config_home")
+
+    def __init__(self, root: Path, state_dir: Path, home: Path | None = None, config_home: Path | None = None):
+        self.root = root
+        self.state_dir = state_dir
+        self.home = home or Path.home()
+        self.config_home = config_home or Path(os.environ.get("XDG_CONFIG_HOME") or self.home / ".config")
+
+    def __repr__(self) -> str:
+        return f"Project(root={str(self.root)!r}, state_dir={str(self.state_dir)!r})"
 
     @classmethod
     def resolve(cls, root: str | Path | None = None, state_dir: str | Path | None = None) -> Project:
@@ -57,3 +65,36 @@ def stamp(path: Path) -> tuple[int, ...]:
     except OSError:
         return (0,)
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+def discover_ability_files(project: Project) -> Iterator[tuple[Path, str, str]]:
+    """(file, derived name, scope) for every ability file, project folders first."""
+    seen: set[Path] = set()
+    for folder, scope in project.ability_dirs():
+        real = folder.resolve() if folder.is_dir() else None
+        if real is None or real in seen:
+            continue
+        seen.add(real)
+        for path in sorted(_walk(folder, 0)):
+            yield path, derive_name(path.relative_to(folder)), scope
+
+
+def _walk(folder: Path, depth: int) -> Iterator[Path]:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir():
+            if depth < MAX_ABILITY_DEPTH and not entry.name.startswith(".") and entry.name not in SKIPPED_FOLDERS:
+                yield from _walk(Path(entry.path), depth + 1)
+        elif entry.name.endswith(ABILITY_SUFFIXES) and not entry.name.startswith("."):
+            yield Path(entry.path)
+
+
+def derive_name(relative: Path) -> str:
+    """`test.yaml` → test; `deploy/production/ability.yaml` → deploy/production; `deploy/x.yml` → deploy/x."""
+    parts = list(relative.with_suffix("").parts)
+    if parts[-1] == "ability" and len(parts) > 1:
+        parts.pop()
+    return "/".join(parts)

@@ -9,10 +9,10 @@ recorders queue and neither loses the other's record. Stdlib only (the hook's pa
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
+from .database import Database
 from .gates import Done, RecordPlan, plan_record
-from .store import Store
 from .workflows import WorkflowSet
 
 DEFAULT_TTL_SECONDS = 24 * 3600.0
@@ -23,8 +23,7 @@ MAX_RESULT_CHARS = 200
 FORGET_AFTER_SECONDS = 7 * 86400.0
 
 
-@dataclass(frozen=True)
-class Completion:
+class Completion(NamedTuple):
     """One prerequisite recorded in a session."""
 
     workflow: str
@@ -34,8 +33,7 @@ class Completion:
     at: float
 
 
-@dataclass(frozen=True)
-class SessionInfo:
+class SessionInfo(NamedTuple):
     session_id: str
     started_at: float
     expires_at: float
@@ -44,7 +42,7 @@ class SessionInfo:
 class SessionState:
     """Recorded prerequisites per session and workflow."""
 
-    def __init__(self, store: Store, ttl_seconds: float = DEFAULT_TTL_SECONDS):
+    def __init__(self, store: Database, ttl_seconds: float = DEFAULT_TTL_SECONDS):
         self.store = store
         self.ttl = ttl_seconds
 

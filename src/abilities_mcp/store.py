@@ -1,5 +1,4 @@
-"""Durable state in one SQLite file (WAL), shared safely by the server, the CLI and the hook: runs here, each
-session's workflow prerequisites in sessions.py.
+"""Runs, their steps and events, in the state file (database.py).
 
 Every write commits before the method returns: a crash loses nothing that was reported.
 """
@@ -7,66 +6,19 @@ Every write commits before the method returns: a crash loses nothing that was re
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-# How long a writer waits for another process's lock before giving up.
-BUSY_TIMEOUT_MS = 10_000
-# Pause between tries to switch a new file to WAL while another process holds it (see Store._enable_wal).
-WAL_RETRY_SECONDS = 0.005
+from .database import Database
+from .owners import owner_alive, process_start
+
+__all__ = ["Store", "RunRecord", "StepRecord", "owner_alive", "process_start"]
 # History kept by default (DESIGN §4): the newest runs and the last days.
 DEFAULT_HISTORY_RUNS = 500
 DEFAULT_HISTORY_DAYS = 30.0
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY, ability TEXT NOT NULL, session_id TEXT NOT NULL, status TEXT NOT NULL,
-    enforcement TEXT NOT NULL, definition TEXT NOT NULL, source_path TEXT, inputs TEXT NOT NULL,
-    parent_run TEXT, error TEXT, owner_pid INTEGER, owner_start INTEGER,
-    started_at REAL NOT NULL, finished_at REAL, updated_at REAL NOT NULL,
-    question TEXT, question_id TEXT, answer TEXT
-);
-CREATE INDEX IF NOT EXISTS runs_by_session ON runs(session_id, started_at);
-CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
-CREATE TABLE IF NOT EXISTS steps (
-    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, step_id TEXT NOT NULL,
-    position INTEGER NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-    exit_code INTEGER, duration_ms INTEGER, output TEXT, stderr TEXT, output_bytes INTEGER, stderr_bytes INTEGER,
-    instructions TEXT, prompt TEXT, error TEXT, pgid INTEGER,
-    started_at REAL, finished_at REAL, child_run TEXT,
-    PRIMARY KEY (run_id, step_id)
-);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-    step_id TEXT, event TEXT NOT NULL, detail TEXT, at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, id);
-CREATE TABLE IF NOT EXISTS prereq_sessions (session_id TEXT PRIMARY KEY, started_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS prereq_done (
-    session_id TEXT NOT NULL REFERENCES prereq_sessions(session_id) ON DELETE CASCADE, workflow TEXT NOT NULL,
-    step INTEGER NOT NULL, tool TEXT NOT NULL, result TEXT, at REAL NOT NULL,
-    PRIMARY KEY (session_id, workflow, step)
-);
-"""
-# Bumped with every schema change; older files are migrated forward when opened.
-SCHEMA_VERSION = 4
-# Columns added after a table was first created: (table, column, type). Migration adds the missing ones.
-ADDED_COLUMNS = [
-    ("steps", "output_bytes", "INTEGER"),
-    ("steps", "stderr_bytes", "INTEGER"),
-    ("steps", "instructions", "TEXT"),
-    ("steps", "prompt", "TEXT"),
-    ("steps", "child_run", "TEXT"),
-    ("runs", "question", "TEXT"),
-    ("runs", "question_id", "TEXT"),
-    ("runs", "answer", "TEXT"),
-]
 RUN_COLUMNS = (
     "run_id, ability, session_id, status, enforcement, definition, source_path, inputs, parent_run, error, "
     "owner_pid, owner_start, started_at, finished_at, updated_at"
@@ -127,68 +79,8 @@ class RunRecord:
         return next(s for s in self.steps if s.step_id == step_id)
 
 
-class Store:
+class Store(Database):
     """Runs, step attempts and events in SQLite."""
-
-    def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        self._enable_wal()
-        # NORMAL in WAL mode survives a process crash; only a power loss can drop the last commits.
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self.db.executescript(_SCHEMA)  # idempotent; busy_timeout queues concurrent creators
-        self._migrate()
-
-    def _enable_wal(self) -> None:
-        """WAL mode, waiting for another process that is creating the same file: SQLite answers this pragma with
-        "database is locked" at once, without its busy handler, while two processes open a new file together."""
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-        while True:
-            try:
-                self.db.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(WAL_RETRY_SECONDS)
-
-    def _migrate(self) -> None:
-        """Bring a state file written by an older version up to this schema; newer files are refused."""
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise RuntimeError(
-                f"{self.path} was written by a newer abilities-mcp (schema {version} > {SCHEMA_VERSION}); "
-                "upgrade abilities-mcp or point --state-dir elsewhere"
-            )
-        if version == SCHEMA_VERSION:
-            return
-        with self.transaction() as db:
-            for table, column, kind in ADDED_COLUMNS:
-                present = {row["name"] for row in db.execute(f"PRAGMA table_info({table})")}
-                if column not in present:
-                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-
-    def close(self) -> None:
-        self.db.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic write, taken with the write lock up front so concurrent writers queue instead of failing."""
-        if self.db.in_transaction:
-            yield self.db
-            return
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
 
     def create_run(self, run: RunRecord) -> None:
         """Write a new run and its pending steps."""
@@ -271,17 +163,6 @@ class Store:
             row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
             return self._with_steps(row) if row else None
 
-    @contextmanager
-    def _snapshot(self) -> Iterator[None]:
-        if self.db.in_transaction:
-            yield
-            return
-        self.db.execute("BEGIN")
-        try:
-            yield
-        finally:
-            self.db.execute("COMMIT")
-
     def events(self, run_id: str) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT step_id, event, detail, at FROM events WHERE run_id=? ORDER BY id", (run_id,))
         return [dict(r) for r in rows]
@@ -345,29 +226,3 @@ class Store:
         return RunRecord(
             **data, steps=[StepRecord(**{k: v for k, v in dict(s).items() if k != "run_id"}) for s in steps]
         )
-
-
-def process_start(pid: int) -> int | None:
-    """A process's start time in clock ticks since boot (Linux), to tell a live owner from a reused pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        return None if fields[0] == b"Z" else int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def owner_alive(pid: int | None, start: int | None) -> bool:
-    """Whether the process that owns a run still runs."""
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if start is None:
-        return True
-    now = process_start(pid)
-    return now == start or (now is None and not os.path.exists(f"/proc/{pid}/stat"))  # a zombie is dead

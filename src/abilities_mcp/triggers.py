@@ -6,71 +6,14 @@ first file that happened to match.
 
 from __future__ import annotations
 
-import logging
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from .catalog import Catalog
 from .loader import Definition
-from .models import Ability, Triggers
-
-log = logging.getLogger(__name__)
-
-# Only the head of a request is searched: real requests are far shorter, and a pasted log must not cost more.
-MAX_TEXT_CHARS = 10_000
-# Patterns see a shorter head. Python's regexes backtrack and cannot be interrupted, and an author's pattern can
-# be slow on unlucky text: DESIGN's own `deploy.*to.*prod` is cubic on "deploy to deploy to ..." (about 10 s over
-# 10,000 characters, 0.1 s over 2,000). Keywords are plain phrases, linear in the text, so they get the longer head.
-MAX_PATTERN_TEXT_CHARS = 2_000
-# A pattern is written for one shape of request, so it says more than any single word does.
-PATTERN_WEIGHT = 3
-
-
-@dataclass(frozen=True)
-class Trigger:
-    """One keyword or pattern, compiled, with what it adds to the score and how it is reported."""
-
-    label: str  # "keyword:ship it" | "pattern:deploy.*to.*prod"
-    regex: re.Pattern[str]
-    weight: int
-    reach: int  # how many characters of the request it searches
-
-    def fits(self, text: str) -> bool:
-        return self.regex.search(text, 0, self.reach) is not None
-
-
-def compile_triggers(triggers: Triggers) -> list[Trigger]:
-    """Each keyword as a whole-word phrase, each pattern as written; a pattern that does not compile is skipped.
-
-    Patterns that do not compile are load-time diagnostics that make the ability invalid (checks.py), so one
-    reaches here only if that check is bypassed; it must not break matching for every other ability.
-    """
-    compiled: list[Trigger] = []
-    seen: set[str] = set()
-    for keyword in triggers.keywords:
-        words = keyword.split()
-        if words and (key := " ".join(words).casefold()) not in seen:
-            seen.add(key)
-            compiled.append(Trigger(f"keyword:{keyword}", _phrase(words), len(words), MAX_TEXT_CHARS))
-    for pattern in dict.fromkeys(triggers.patterns):
-        try:
-            regex = re.compile(pattern, re.IGNORECASE)
-            compiled.append(Trigger(f"pattern:{pattern}", regex, PATTERN_WEIGHT, MAX_PATTERN_TEXT_CHARS))
-        except re.error as exc:
-            log.debug("skipping trigger pattern %r: %s", pattern, exc)
-    return compiled
-
-
-def _phrase(words: list[str]) -> re.Pattern[str]:
-    """Words taken literally, any whitespace between them, not part of a longer word at either end.
-
-    Lookarounds rather than \\b, so keywords that begin or end in punctuation ("c++", ".net") still match.
-    """
-    body = r"\s+".join(re.escape(w) for w in words)
-    return re.compile(rf"(?<!\w){body}(?!\w)", re.IGNORECASE)
+from .models import Ability
+from .phrases import MAX_TEXT_CHARS, PATTERN_WEIGHT, Trigger, compile_triggers, score
 
 
 class Matcher:
@@ -99,10 +42,10 @@ class Matcher:
     def _match_one(self, definition: Definition, text: str) -> Match | None:
         if not self.catalog.is_valid(definition):
             return None
-        hits = [t for t in self.triggers(definition) if t.fits(text)]
-        if not hits:
+        points, labels = score(self.triggers(definition), text)
+        if not labels:
             return None
-        return Match(name=definition.name, score=sum(t.weight for t in hits), matched=[t.label for t in hits])
+        return Match(name=definition.name, score=points, matched=labels)
 
     def triggers(self, definition: Definition) -> list[Trigger]:
         """The definition's compiled triggers, compiled on first use of this version of the file."""
@@ -110,7 +53,7 @@ class Matcher:
         assert ability is not None
         cached = self._compiled.get(definition.path)
         if cached is None or cached[0] is not ability:
-            cached = (ability, compile_triggers(ability.triggers))
+            cached = (ability, compile_triggers(ability.triggers.keywords, ability.triggers.patterns))
             self._compiled[definition.path] = cached
         return cached[1]
 

@@ -277,7 +277,7 @@ def skill_list_view(skillset: SkillSet) -> SkillList:
 
 def workflow_info(w: Workflow) -> WorkflowInfo:
     triggers = {"category": w.category, "tools": list(w.tools), "keywords": list(w.keywords)}
-    steps = [PrerequisiteInfo(**vars(p)) for p in w.prerequisites]
+    steps = [PrerequisiteInfo(**p._asdict()) for p in w.prerequisites]
     return WorkflowInfo(
         name=w.name,
         description=w.description,

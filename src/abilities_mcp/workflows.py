@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import Diagnostic, did_you_mean
 from .project import Project, stamp
@@ -115,19 +114,19 @@ TEMPLATES: dict[str, dict[str, Any]] = {
 }
 
 
-@dataclass(frozen=True)
-class Prerequisite:
+# Records here are NamedTuples and plain classes, not dataclasses: the hook reads this module on every tool call,
+# and importing dataclasses (it pulls in inspect) would cost it a third of a bare Python start.
+class Prerequisite(NamedTuple):
     """One tool that must have run before the workflow's trigger tools may."""
 
     step: int
     tool: str
     description: str
-    required: bool = True
-    params: dict[str, Any] = field(default_factory=dict)
+    required: bool
+    params: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Workflow:
+class Workflow(NamedTuple):
     """One entry of workflows.json, read and checked; prerequisites in step order."""
 
     name: str
@@ -144,13 +143,26 @@ class Workflow:
         return next(p for p in self.prerequisites if p.step == step)
 
 
-@dataclass
 class WorkflowSet:
     """Every usable workflow, the problems that kept others out, and the tool categories of the routing cache."""
 
-    workflows: dict[str, Workflow] = field(default_factory=dict)
-    problems: list[Diagnostic] = field(default_factory=list)
-    categories: dict[str, frozenset[str]] = field(default_factory=dict)  # tool id -> category names, lowercase
+    def __init__(
+        self,
+        workflows: dict[str, Workflow] | None = None,
+        problems: list[Diagnostic] | None = None,
+        categories: dict[str, frozenset[str]] | None = None,
+    ):
+        self.workflows = workflows or {}
+        self.problems = problems or []
+        self.categories = categories or {}  # tool id -> category names, lowercase
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WorkflowSet):
+            return NotImplemented
+        return (self.workflows, self.problems, self.categories) == (other.workflows, other.problems, other.categories)
+
+    def __repr__(self) -> str:
+        return f"WorkflowSet({list(self.workflows)}, problems={len(self.problems)})"
 
     def enabled(self) -> list[Workflow]:
         return [w for w in self.workflows.values() if w.enabled]

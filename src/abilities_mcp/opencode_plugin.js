@@ -1,0 +1,81 @@
+// abilities-mcp for OpenCode: carries the gates of abilities-mcp to OpenCode's own tools.
+// Written by `abilities-mcp init opencode`; run it again to update. Every tool call asks
+// `abilities-mcp hook opencode tool-before` first: exit 2 blocks the call (the reason is in stderr),
+// anything else but 0 is a broken gate, which lets the call through and says so in OpenCode's log.
+import { spawn } from "node:child_process"
+
+// The command that runs abilities-mcp, as an argv list (`init opencode --command ...` sets it).
+const COMMAND = __ABILITIES_MCP_COMMAND__
+// A gate that has not answered by then lets the call through (a hung gate must not hang the session).
+const TIMEOUT_MS = 10_000
+// Tool output sent to tool-after: enough to keep as a prerequisite's result (the state keeps 200 characters).
+const OUTPUT_CHARS = 4_000
+
+function ask(event, payload, cwd) {
+  return new Promise((resolve) => {
+    let child
+    try {
+      child = spawn(COMMAND[0], [...COMMAND.slice(1), "hook", "opencode", event], {
+        cwd,
+        stdio: ["pipe", "pipe", "pipe"],
+      })
+    } catch (error) {
+      resolve({ code: -1, stdout: "", stderr: String(error) })
+      return
+    }
+    let stdout = ""
+    let stderr = ""
+    const timer = setTimeout(() => child.kill("SIGKILL"), TIMEOUT_MS)
+    child.stdout.on("data", (chunk) => (stdout += chunk))
+    child.stderr.on("data", (chunk) => (stderr += chunk))
+    child.on("error", (error) => {
+      clearTimeout(timer)
+      resolve({ code: -1, stdout, stderr: stderr + String(error) })
+    })
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code: code ?? -1, stdout, stderr })
+    })
+    child.stdin.on("error", () => {}) // the gate may answer before reading everything
+    child.stdin.end(JSON.stringify(payload))
+  })
+}
+
+function context(answer, event) {
+  if (answer.code !== 0) {
+    console.error(`abilities-mcp hook opencode ${event} failed (exit ${answer.code}); allowed: ${answer.stderr.trim()}`)
+    return ""
+  }
+  try {
+    return JSON.parse(answer.stdout || "{}").context || ""
+  } catch {
+    return ""
+  }
+}
+
+export const AbilitiesMcp = async ({ directory }) => {
+  const notes = new Map() // callID -> what tool-before had to say, appended to the tool's output
+  return {
+    "tool.execute.before": async (input, output) => {
+      const payload = { tool: input.tool, sessionID: input.sessionID, callID: input.callID, args: output.args, cwd: directory }
+      const answer = await ask("tool-before", payload, directory)
+      if (answer.code === 2) throw new Error(answer.stderr.trim() || `abilities-mcp blocked ${input.tool}`)
+      const note = context(answer, "tool-before")
+      if (note) notes.set(input.callID, note)
+    },
+    "tool.execute.after": async (input, output) => {
+      const text = typeof output.output === "string" ? output.output : JSON.stringify(output.output ?? "")
+      const payload = {
+        tool: input.tool,
+        sessionID: input.sessionID,
+        callID: input.callID,
+        output: text.slice(0, OUTPUT_CHARS),
+        cwd: directory,
+      }
+      const note = [notes.get(input.callID), context(await ask("tool-after", payload, directory), "tool-after")]
+      notes.delete(input.callID)
+      const extra = note.filter(Boolean).join("\n\n")
+      if (extra && typeof output.output === "string") output.output += `\n\n${extra}`
+    },
+  }
+}
