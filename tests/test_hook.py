@@ -565,3 +565,69 @@ def test_the_hook_path_imports_neither_mcp_nor_pydantic(root) -> None:
 
     assert '"permissionDecision": "deny"' in done.stdout
     assert done.stderr == ""
+
+
+# --- the server and the hook on one state file at once ---
+
+
+async def test_the_server_and_many_hook_processes_share_the_state_file_at_once_and_lose_nothing(
+    root, write, sleep_seconds
+) -> None:
+    from support import stdio_params
+
+    count = 24
+    workflows = {
+        f"w{i}": {
+            "triggers": {"tools": [f"act{i}"]},
+            "mode": "enforce",
+            "description": f"w{i}",
+            "prerequisites": [{"step": 1, "tool": f"prep{i}", "description": "first"}],
+        }
+        for i in range(count)
+    }
+    (root / "workflows.json").write_text(json.dumps(workflows))
+    write("build", SCRIPT_RUN % sleep_seconds())
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "ABILITIES_"))}
+    async with Client(stdio_params(root, env={"CLAUDE_CODE_SESSION_ID": "server-side"}), mode="legacy") as server:
+        await start(server, "build")  # the server writes the run's events while the hooks write theirs
+        hooks = [
+            subprocess.Popen(
+                [sys.executable, "-m", "abilities_mcp", "hook", "claude", "PostToolUse"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=clean,
+            )
+            for _ in range(count)
+        ]
+        for i, proc in enumerate(hooks):
+            proc.stdin.write(
+                json.dumps(
+                    {
+                        "session_id": "hook-side",
+                        "cwd": str(root),
+                        "tool_name": f"mcp__x__prep{i}",
+                        "tool_input": {},
+                        "tool_response": f"result {i}",
+                    }
+                )
+            )
+            proc.stdin.close()
+        for i in range(count):
+            result = await server.call_tool("workflow_record", {"tool": f"prep{i}"})
+            assert not result.is_error, result.content
+        outcomes = [_finished(p) for p in hooks]
+        status = (await server.call_tool("workflow_status", {})).structured_content
+        await server.call_tool("ability_cancel", {})
+
+    assert all(code == 0 and out == "" and err == "" for code, out, err in outcomes), outcomes
+    assert sorted(status["completed"]) == sorted(workflows)
+    for i in range(count):
+        assert pre(root, f"mcp__x__act{i}", session_id="hook-side") == {}, i
+
+
+def _finished(proc: subprocess.Popen) -> tuple[int, str, str]:
+    with proc.stdout, proc.stderr:
+        out, err = proc.stdout.read(), proc.stderr.read()
+    return proc.wait(timeout=HOOK_TIMEOUT), out, err
