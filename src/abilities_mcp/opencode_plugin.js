@@ -3,6 +3,8 @@
 // `abilities-mcp hook opencode tool-before` first: exit 2 blocks the call (the reason is in stderr),
 // anything else but 0 is a broken gate, which lets the call through and says so in OpenCode's log.
 import { spawn } from "node:child_process"
+import { basename, dirname } from "node:path"
+import { fileURLToPath } from "node:url"
 
 // The command that runs abilities-mcp, as an argv list (`init opencode --command ...` sets it).
 const COMMAND = __ABILITIES_MCP_COMMAND__
@@ -53,12 +55,21 @@ function context(answer, event) {
   }
 }
 
+// The project is the folder whose .opencode/plugins/ holds this file (OpenCode may have been started in a
+// subfolder of it); a copy kept anywhere else serves the folder OpenCode was started in.
+function projectRoot(directory) {
+  const plugins = dirname(fileURLToPath(import.meta.url))
+  const opencode = dirname(plugins)
+  return basename(plugins) === "plugins" && basename(opencode) === ".opencode" ? dirname(opencode) : directory
+}
+
 export const AbilitiesMcp = async ({ directory }) => {
+  const root = projectRoot(directory)
   const notes = new Map() // callID -> what tool-before had to say, appended to the tool's output
   return {
     "tool.execute.before": async (input, output) => {
-      const payload = { tool: input.tool, sessionID: input.sessionID, callID: input.callID, args: output.args, cwd: directory }
-      const answer = await ask("tool-before", payload, directory)
+      const payload = { tool: input.tool, sessionID: input.sessionID, callID: input.callID, args: output.args, cwd: root }
+      const answer = await ask("tool-before", payload, root)
       if (answer.code === 2) throw new Error(answer.stderr.trim() || `abilities-mcp blocked ${input.tool}`)
       const note = context(answer, "tool-before")
       if (note) notes.set(input.callID, note)
@@ -70,9 +81,9 @@ export const AbilitiesMcp = async ({ directory }) => {
         sessionID: input.sessionID,
         callID: input.callID,
         output: text.slice(0, OUTPUT_CHARS),
-        cwd: directory,
+        cwd: root,
       }
-      const note = [notes.get(input.callID), context(await ask("tool-after", payload, directory), "tool-after")]
+      const note = [notes.get(input.callID), context(await ask("tool-after", payload, root), "tool-after")]
       notes.delete(input.callID)
       const extra = note.filter(Boolean).join("\n\n")
       if (extra && typeof output.output === "string") output.output += `\n\n${extra}`
