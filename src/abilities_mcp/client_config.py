@@ -16,7 +16,6 @@ import re
 import shlex
 import shutil
 import sys
-import tempfile
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AbilitiesError
-from .workflow_file import _indent, _umask
+from .workflow_file import indentation, write_atomically
 from .workflows import parse_json
 
 CLIENTS = ["claude", "opencode", "cursor", "vscode", "codex", "gemini", "desktop"]
@@ -331,7 +330,7 @@ def _plan_json(path: Path, merge: Callable[[dict], list[str]], new_file: dict | 
             f"{path} has comments or trailing commas, which a rewrite would lose, so init changed nothing; "
             f"merge this into it by hand:\n{json.dumps(_added(before, data), indent=2)}"
         )
-    indent = _indent(old) if old else 2
+    indent = indentation(old) if old else 2
     return Planned(path, old, json.dumps(data, indent=indent, ensure_ascii=False) + "\n", notes)
 
 
@@ -384,25 +383,7 @@ def _apply(plan: Planned, dry_run: bool) -> None:
         old, new = plan.old.splitlines(), plan.new.splitlines()
         print("\n".join(difflib.unified_diff(old, new, str(plan.path), str(plan.path), lineterm="")))
     else:
-        _write_text(plan.path, plan.new)
+        write_atomically(plan.path, plan.new)
         print(f"wrote {plan.path}")
     for note in plan.notes:
         print(note)
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Replace the file atomically as workflow_file does (temp file, fsync, rename), its mode kept; through a
-    symlink, the file it points to is replaced, so a linked dotfile stays linked."""
-    target = path.resolve() if path.is_symlink() else path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -87,10 +87,10 @@ def _read(path: Path) -> tuple[dict[str, Any], int | str]:
         raise WorkflowFileError(f"{problems[0]}; fix it before editing, nothing was changed")
     if not isinstance(data, dict):
         raise WorkflowFileError(f"{path} must be a JSON object keyed by workflow name; nothing was changed")
-    return data, _indent(text)
+    return data, indentation(text)
 
 
-def _indent(text: str) -> int | str:
+def indentation(text: str) -> int | str:
     """The indentation the file uses (its first indented line), so an edit does not reformat it."""
     for line in text.splitlines()[1:]:
         if line.startswith("\t"):
@@ -102,16 +102,23 @@ def _indent(text: str) -> int | str:
 
 
 def _write(path: Path, data: dict[str, Any], indent: int | str) -> None:
-    text = json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    write_atomically(path, json.dumps(data, indent=indent, ensure_ascii=False) + "\n")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace a file atomically (temp file, fsync, rename: a reader sees the old file or the new one), its mode
+    kept (a new file gets the umask's); through a symlink, the file it points to is replaced, so a linked dotfile
+    stays linked. Also used by `init` for the clients' config files."""
+    target = path.resolve() if path.is_symlink() else path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
-        os.replace(tmp, path)
+        os.chmod(tmp, target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask())
+        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
