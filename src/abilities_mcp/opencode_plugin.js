@@ -10,6 +10,8 @@ import { fileURLToPath } from "node:url"
 const COMMAND = __ABILITIES_MCP_COMMAND__
 // A gate that has not answered by then lets the call through (a hung gate must not hang the session).
 const TIMEOUT_MS = 10_000
+// Notes kept for calls whose tool.execute.after never came (another plugin threw): the oldest go first.
+const MAX_NOTES = 200
 // Tool output sent to tool-after: enough to keep as a prerequisite's result (the state keeps 200 characters).
 const OUTPUT_CHARS = 4_000
 
@@ -73,6 +75,7 @@ export const AbilitiesMcp = async ({ directory }) => {
       if (answer.code === 2) throw new Error(answer.stderr.trim() || `abilities-mcp blocked ${input.tool}`)
       const note = context(answer, "tool-before")
       if (note) notes.set(input.callID, note)
+      if (notes.size > MAX_NOTES) notes.delete(notes.keys().next().value)
     },
     "tool.execute.after": async (input, output) => {
       const text = typeof output.output === "string" ? output.output : JSON.stringify(output.output ?? "")
