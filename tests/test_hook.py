@@ -234,11 +234,49 @@ async def test_an_agent_step_allows_its_tools_task_and_its_subagents_calls(serve
 
     assert pre(root, "Edit") == {}  # the step's `tools: [Edit]`
     assert pre(root, "Task") == {}
+    assert pre(root, "Agent") == {}  # Claude Code's name for Task since 2.1.63
     assert pre(root, "Bash", agent_id="a1", agent_type="scribe") == {}  # the named subagent doing the step
     denied = pre(root, "Bash")
     assert decision(denied) == "deny"
     assert "ability_step_complete(run_id=" in reason(denied) and "step_id='write'" in reason(denied)
     assert decision(pre(root, "Bash", agent_id="a2", agent_type="intruder")) == "deny"
+    assert decision(pre(root, "Bash", agent_type="scribe")) == "deny"  # `claude --agent scribe`: not a subagent
+
+
+async def test_with_a_script_running_beside_it_the_waiting_agent_step_is_what_gates(
+    server, write, root, sleep_seconds
+) -> None:
+    write(
+        "par",
+        f"""
+description: build while the agent reviews
+settings: {{parallel: true}}
+steps:
+  - {{id: build, type: script, run: "sleep {sleep_seconds()}"}}
+  - {{id: review, type: agent, prompt: Review the diff, tools: [Edit]}}
+""",
+    )
+    result = await server.call_tool("ability_run", {"name": "par", "wait_seconds": 5}, meta={"sessionID": SESSION})
+    run = result.structured_content
+    assert run["status"] == "awaiting_agent", run
+
+    assert pre(root, "Edit") == {}
+    denied = pre(root, "Bash")
+    assert "step 'review' (agent" in reason(denied) and "step_id='review'" in reason(denied)
+    await server.call_tool("ability_cancel", {"run_id": run["run_id"]}, meta={"sessionID": SESSION})
+
+
+async def test_a_state_file_from_a_newer_version_is_still_read_by_the_hook(server, write, root) -> None:
+    import sqlite3
+
+    write("ship", APPROVAL_RUN % "strict")
+    await start(server, "ship")
+    with sqlite3.connect(root / ".abilities" / "state.db") as db:
+        db.execute("PRAGMA user_version=99")
+
+    out = pre(root, "Edit")
+
+    assert decision(out) == "deny" and "step 'ask'" in reason(out)
 
 
 async def test_a_run_of_another_session_does_not_gate_this_one(server, write, root) -> None:
@@ -509,6 +547,23 @@ def test_opencode_tool_before_blocks_with_exit_2_and_tool_after_records(root) ->
     assert allowed.returncode == 0 and allowed.stdout == ""
 
 
+async def test_in_opencode_a_run_gates_only_its_own_session_even_from_the_same_process(
+    root, write, sleep_seconds
+) -> None:
+    from support import stdio_params
+
+    write("build", SCRIPT_RUN % sleep_seconds())
+    async with Client(stdio_params(root), mode="legacy") as client:
+        await start(client, "build", session="ses_A")
+
+        same = hook(root, "opencode", "tool-before", {"sessionID": "ses_A", "tool": "bash", "args": {}})
+        other = hook(root, "opencode", "tool-before", {"sessionID": "ses_B", "tool": "bash", "args": {}})
+        await client.call_tool("ability_cancel", {}, meta={"sessionID": "ses_A"})
+
+    assert same.returncode == 2 and "step 'build'" in same.stderr
+    assert other.returncode == 0 and other.stdout == "", other.stderr
+
+
 def test_opencode_gets_advice_as_context_on_stdout(root) -> None:
     use_workflows(root, "graphql")
     tool = TEMPLATES["graphql"]["triggers"]["tools"][0]
@@ -544,7 +599,15 @@ async def test_own_tools_are_exactly_the_servers_tools(client) -> None:
         ("apply_patch", "destructive"),
         ("Task", "delegate"),
         ("Skill", "skill"),
-        ("ExitPlanMode", "other"),
+        ("SlashCommand", "other"),
+        ("Agent", "delegate"),
+        ("TaskOutput", "read"),
+        ("TaskUpdate", "read"),
+        ("mcp__sentry__list-issues", "read"),
+        ("mcp__context7__get-library-docs", "read"),
+        ("mcp__files__find_and_replace", "destructive"),
+        ("mcp__crm__get_or_create_user", "destructive"),
+        ("mcp__db__listTables", "read"),
     ],
 )
 def test_tools_are_sorted_by_what_they_can_do(tool, expected) -> None:

@@ -23,7 +23,7 @@ from abilities_mcp.client_config import CLIENTS, PLUGIN_TOKEN, desktop_config_pa
 CLI_TIMEOUT_SECONDS = 60
 HOOK_EVENTS = ["PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"]
 # The events whose hooks take a matcher (the tool name, or SessionStart's source); the others take none.
-MATCHERS = {"PreToolUse": "*", "PostToolUse": "*", "SessionStart": "startup|resume|clear|compact"}
+MATCHERS = {"PreToolUse": "*", "PostToolUse": "*", "SessionStart": "startup|resume|clear|compact|fork"}
 WORKSPACE = ["--root", "${workspaceFolder}"]
 # (client, file under the project root, keys down to the servers' object, our entry for --command abilities-mcp)
 JSON_CLIENTS = [
@@ -103,7 +103,9 @@ def test_claude_gets_the_server_in_mcp_json_and_one_hook_per_event_in_settings(r
             "PreToolUse": [{"matcher": "*", "hooks": [claude_handler("PreToolUse")]}],
             "PostToolUse": [{"matcher": "*", "hooks": [claude_handler("PostToolUse")]}],
             "UserPromptSubmit": [{"hooks": [claude_handler("UserPromptSubmit")]}],
-            "SessionStart": [{"matcher": "startup|resume|clear|compact", "hooks": [claude_handler("SessionStart")]}],
+            "SessionStart": [
+                {"matcher": "startup|resume|clear|compact|fork", "hooks": [claude_handler("SessionStart")]}
+            ],
             "Stop": [{"hooks": [claude_handler("Stop")]}],
         }
     }
@@ -634,3 +636,31 @@ def test_the_init_command_without_command_writes_the_one_on_path(root: Path) -> 
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"wrote {root / '.cursor' / 'mcp.json'}\n")
     assert read_json(root / ".cursor" / "mcp.json")["mcpServers"]["abilities"]["command"] == "abilities-mcp"
+
+
+def test_a_relative_command_is_written_absolute_and_a_kebab_case_handler_counts_as_ours(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = root / "bin" / "abilities-mcp"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n")
+    settings = root / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    stop = {"type": "command", "command": "abilities-mcp hook claude stop"}
+    settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [stop]}]}}))
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        assert (
+            client_config.init(
+                root, "claude", dry_run=False, name="abilities", command="bin/abilities-mcp", force=False
+            )
+            == 0
+        )
+    finally:
+        os.chdir(cwd)
+
+    hooks = json.loads(settings.read_text())["hooks"]
+    assert hooks["Stop"] == [{"hooks": [stop]}]  # the hand-written handler, not a second one
+    assert hooks["PreToolUse"][0]["hooks"][0]["command"] == f"{script} hook claude PreToolUse"
+    assert json.loads((root / ".mcp.json").read_text())["mcpServers"]["abilities"]["command"] == str(script)

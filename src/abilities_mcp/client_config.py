@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AbilitiesError
+from .hook import event_name
 from .workflow_file import indentation, write_atomically
 from .workflows import parse_json
 
@@ -39,7 +40,7 @@ CLAUDE_HOOKS = {
     "PreToolUse": "*",
     "PostToolUse": "*",
     "UserPromptSubmit": None,
-    "SessionStart": "startup|resume|clear|compact",
+    "SessionStart": "startup|resume|clear|compact|fork",
     "Stop": None,
 }
 # Where opencode_plugin.js takes the argv that starts abilities-mcp.
@@ -109,14 +110,16 @@ def resolve_command(command: str | None) -> tuple[list[str], str | None]:
     """The argv that starts abilities-mcp, and a line to print when it was chosen for a command not on PATH."""
     if command is None:
         return _default_command()
-    if os.path.isfile(command):  # a path, spaces and backslashes included: not split
-        return [command], None
+    if os.path.isfile(command):  # a path, spaces and backslashes included: not split; absolute, since Claude Code
+        return [os.path.abspath(command)], None  # runs hooks wherever the session has cd'ed to
     try:
         argv = shlex.split(command)
     except ValueError as exc:
         raise ConfigError(f"--command {command!r}: {exc}; quote it as a shell would") from None
     if not argv:
         raise ConfigError("--command is empty; pass how the client starts abilities-mcp, e.g. 'uvx abilities-mcp'")
+    if os.sep in argv[0] and os.path.isfile(argv[0]):
+        argv[0] = os.path.abspath(argv[0])
     return argv, None
 
 
@@ -305,12 +308,14 @@ def _put_handler(groups: list, handler: dict, event: str, matcher: str | None, f
 
 def _is_ours(handler: Any, event: str) -> bool:
     """Ours runs `... hook claude EVENT`, whatever starts abilities-mcp (string or exec form)."""
-    tail = ["hook", "claude", event]
     if not isinstance(handler, dict):
         return False
     if isinstance(handler.get("args"), list):
-        return handler["args"][-3:] == tail
-    return isinstance(handler.get("command"), str) and handler["command"].split()[-3:] == tail
+        words = [str(w) for w in handler["args"][-3:]]
+    else:
+        words = handler.get("command", "").split()[-3:] if isinstance(handler.get("command"), str) else []
+    same_event = len(words) == 3 and event_name("claude", words[2]) == event
+    return same_event and words[:2] == ["hook", "claude"]
 
 
 def _plan_entry(path: Path, keys: list[str], name: str, entry: dict, force: bool) -> Planned:

@@ -66,7 +66,10 @@ ADDED_COLUMNS = [
 class Database:
     """One connection to the state file, with the schema in place."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, accept_newer: bool = False):
+        """`accept_newer`: read a file a newer version wrote as far as this one understands it (the hook, which a
+        client may run from an older install than its server; versions only ever add tables and columns)."""
+        self.accept_newer = accept_newer
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
@@ -96,6 +99,8 @@ class Database:
     def _migrate(self) -> None:
         """Bring a state file written by an older version up to this schema; newer files are refused."""
         version = self._version()
+        if version > SCHEMA_VERSION and self.accept_newer:
+            return
         if version > SCHEMA_VERSION:
             raise RuntimeError(
                 f"{self.path} was written by a newer abilities-mcp (schema {version} > {SCHEMA_VERSION}); "

@@ -61,15 +61,51 @@ READ_ONLY = {
     "toolsearch",
     "askuserquestion",
     "question",
+    "lsp",
+    "taskoutput",  # Claude Code's task list and background-task output: bookkeeping, not changes
+    "taskcreate",
+    "taskupdate",
+    "tasklist",
+    "taskget",
+    "enterplanmode",
+    "exitplanmode",
 }
 # Client tools that change files or run commands: what `normal` blocks.
 DESTRUCTIVE = {"bash", "write", "edit", "multiedit", "notebookedit", "patch", "apply_patch", "killshell"}
-DELEGATE = {"task"}  # hands work to a subagent
+DELEGATE = {"task", "agent"}  # hands work to a subagent (Claude Code calls it Agent since 2.1.63, Task before)
 SKILL = {"skill"}
 # Another server's tool is read-only when its name starts with one of these verbs (its annotations are not
 # visible to a hook); any other tool of another server counts as one that changes things.
-READ_VERBS = ("get", "list", "read", "search", "find", "describe", "inspect", "show", "view", "lookup", "count")
-_VERB = re.compile(rf"^(?:{'|'.join(READ_VERBS)})(?:_|$|[A-Z])")
+READ_VERBS = {"get", "list", "read", "search", "find", "describe", "inspect", "show", "view", "lookup", "count"}
+# ... unless a word of its name says it also changes something (find_and_replace, get_or_create_user).
+WRITE_WORDS = {
+    "create",
+    "update",
+    "delete",
+    "remove",
+    "replace",
+    "write",
+    "set",
+    "insert",
+    "drop",
+    "execute",
+    "run",
+    "send",
+    "post",
+    "put",
+    "patch",
+    "push",
+    "merge",
+    "move",
+    "rename",
+    "apply",
+    "kill",
+    "add",
+    "edit",
+    "modify",
+    "upsert",
+}
+_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
 class Verdict(NamedTuple):
@@ -94,7 +130,9 @@ def kind(tool: str) -> str:
     server_tool = _server_tool(tool)
     if server_tool is None:
         return "other"
-    return "read" if _VERB.match(server_tool) else "destructive"
+    words = [w.lower() for w in _WORDS.findall(server_tool)]
+    reads = bool(words) and words[0] in READ_VERBS and not WRITE_WORDS.intersection(words)
+    return "read" if reads else "destructive"
 
 
 def _server_tool(tool: str) -> str | None:
@@ -115,7 +153,10 @@ def step_allows(position: Position, tool: str, subagent: str | None = None) -> b
     if position.step_type == "agent":
         if kind(tool) == "delegate":
             return True
-        return subagent is not None and (not position.agent or position.agent.lower() == subagent.lower())
+        if subagent is None:
+            return False
+        wanted, name = (position.agent or "").lower(), subagent.lower().rsplit(":", 1)[-1]  # plugin:reviewer
+        return not wanted or name == wanted
     return position.step_type == "skill" and kind(tool) == "skill"
 
 

@@ -94,7 +94,7 @@ def main(
 ) -> int:
     """Answer one event; returns the exit code."""
     stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
-    name = _event_name(client, event)
+    name = event_name(client, event)
     if name is None:
         known = "; ".join(f"{c}: {', '.join(e)}" for c, e in EVENTS.items())
         print(f"abilities-mcp hook: unknown client or event {client!r} {event!r}; use {known}", file=stderr)
@@ -114,7 +114,7 @@ def main(
     return render(client, name, answer, stdout, stderr)
 
 
-def _event_name(client: str, event: str) -> str | None:
+def event_name(client: str, event: str) -> str | None:
     """The event's canonical name; Claude Code's may also be written kebab-case (pre-tool-use)."""
     wanted = event.replace("-", "").replace("_", "").lower()
     for known in EVENTS.get(client, ()):
@@ -148,12 +148,20 @@ def parse(client: str, kind: str, data: Any) -> Call:
         str(data.get("tool_name") or ""),
         _text(data.get("tool_response")),
         str(data.get("prompt") or ""),
-        data.get("agent_type") or data.get("agent_id") or None,
+        _subagent(data),
         bool(data.get("stop_hook_active")),
         str(data.get("permission_mode") or "default"),
         str(data.get("source") or ""),
         str(data.get("cwd") or ""),
     )
+
+
+def _subagent(data: dict[str, Any]) -> str | None:
+    """The subagent making the call: Claude Code sends agent_id only from inside one (agent_type alone means the
+    whole session runs as that agent, `claude --agent X`)."""
+    if not data.get("agent_id"):
+        return None
+    return str(data.get("agent_type") or "")
 
 
 def _text(value: Any) -> str | None:
@@ -186,13 +194,15 @@ class Hook:
 
     def database(self) -> Database:
         if self._db is None:
-            self._db = Database(self.project.state_db)
+            self._db = Database(self.project.state_db, accept_newer=True)
         return self._db
 
     def position(self) -> Position | None:
         """The session's live run; None when there is none (or no state file yet)."""
         if not self.project.state_db.exists():
             return None
+        if self.call.client == "opencode":  # one OpenCode process hosts many sessions, each id stable: no fallback
+            return find(self.database().db, [self.call.session_id])
         sessions = [self.call.session_id, os.environ.get("CLAUDE_CODE_SESSION_ID", "")]
         return find(self.database().db, sessions, os.getpid())
 

@@ -79,9 +79,10 @@ def locate(db: sqlite3.Connection, top: sqlite3.Row) -> Position:
     """The step a top-level run is at, following workflow steps into their live child runs."""
     run, enforcement = top, top["enforcement"]
     for _ in range(MAX_NESTING):
+        # With `parallel: true` a script may run beside the step that waits: the waiting one is the agent's.
         step = db.execute(
             "SELECT step_id, type, child_run FROM steps WHERE run_id=? AND status IN ('running', 'awaiting') "
-            "ORDER BY position LIMIT 1",
+            "ORDER BY (status = 'awaiting') DESC, position LIMIT 1",
             (run["run_id"],),
         ).fetchone()
         child = _live_child(db, step)
