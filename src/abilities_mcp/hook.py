@@ -248,12 +248,13 @@ def _step_verdict(hook: Hook, tool: str) -> Verdict:
 def _workflow_answer(hook: Hook, tool: str) -> Answer:
     """workflows.json for this tool: deny for enforce, ask (or tell) for warn, tell for suggest."""
     found = hook.workflows
-    if not check(found, tool, "", {}).matched:
+    unrecorded = check(found, tool, "", {})
+    if not unrecorded.matched:
         return Answer()  # no workflow triggers on this tool: no state needed
     try:
         done = hook.session().done(hook.call.session_id)
     except (sqlite3.Error, OSError, RuntimeError) as exc:
-        if check(found, tool, "", {}).verdict == "deny":
+        if unrecorded.verdict == "deny":
             raise StateUnreadable(
                 f"abilities-mcp: {tool} refused: an enforced workflow needs this session's recorded steps, and "
                 f"{hook.project.state_db} cannot be read ({exc}). Fix or move the file, then try again."
