@@ -16,8 +16,8 @@ from abilities_mcp.routing import Match, Router, stem
 
 EVAL = Path(__file__).resolve().parent.parent / "benchmarks" / "routing"
 # Floors just under the figures measured on all 239 queries of benchmarks/routing (routing_bench.py prints them).
-TOP1_FLOOR = 0.85  # measured 0.863 (dev 0.880, test 0.844)
-NO_MATCH_PRECISION_FLOOR = 0.95  # measured 0.967 (dev 1.000, test 0.944)
+TOP1_FLOOR = 0.86  # measured 0.868 (dev 0.891, test 0.844)
+NO_MATCH_PRECISION_FLOOR = 0.95  # measured 0.966 (dev 1.000, test 0.941)
 
 SKILLS = [
     ("pdf", "Work with PDF files: extract text and tables, merge or split documents, rotate pages, fill forms."),
@@ -125,6 +125,35 @@ def test_how_many_and_how_much_ask_the_same() -> None:
     first = router.route("how many visitors can it take")[0]
     assert first.name == "load-testing"
     assert first.reasons == ["description matches: take", "related words: many ~ much"]
+
+
+def test_a_framework_implies_its_language_one_way_only() -> None:
+    router = Router(
+        [
+            ("python-testing", "Write pytest tests for Python code."),
+            ("js-testing", "Write Jest or Vitest tests for JavaScript and TypeScript code."),
+            ("api-docs", "Generate API reference docs for a FastAPI service."),
+        ]
+    )
+    first = router.route("test that the django view returns 404")[0]
+    assert first.name == "python-testing"
+    assert first.reasons == ["name matches: test", "related words: django ~ python"]
+    assert names(router.route("tests for my express middleware"))[0] == "js-testing"
+    # Python does not imply FastAPI: a Python task finds nothing in api-docs through it.
+    assert "api-docs" not in names(router.route("python tests", limit=3))
+
+
+@pytest.mark.parametrize(
+    "task", ["we're stuck, help", "you've got to help", "they'll want it", "don't know", "i'm lost, dont know"]
+)
+def test_contractions_leave_no_fragment_that_matches_a_skill(task: str) -> None:
+    router = Router([("regex-helper", "Write and debug regular expressions (re, ve, ll, don, dont)."), *SKILLS])
+    assert router.route(task) == []
+
+
+def test_a_possessive_is_the_word_itself() -> None:
+    assert names(Router(SKILLS).route("fix the spreadsheet’s formulas"))[0] == "xlsx"
+    assert routing.words("the user's report, don't") == ["user", "report"]
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,10 @@
 A skill the task names ("use the pdf skill", "/pptx", "webapp-testing") comes first. The rest are ranked by
 field-weighted BM25 (BM25F) over each skill's name and description: the name counts more, words of clauses that
 send the reader elsewhere ("Not for X", "for X use other-skill") count less, and a query word may reach a skill
-through a synonym or a one-letter typo at a discount. A score under MIN_SCORE is not a fit, so a task no skill
-covers gets [] rather than a forced guess.
+through a synonym, what it implies ("django" → Python) or a one-letter typo at a discount. A score under MIN_SCORE
+is not a fit, so a task no skill covers gets [] rather than a forced guess.
 
-Standard library only: the hook command imports this module and must start fast.
+Standard library only, imported on the first skill_route: start-up never pays for it.
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ STOPWORDS = frozenset(
     """a about after all also an and any are as at be been before being but by can could do does for from had has
     have how i if in into is it its just let like me more most my no not of on or our over please should so some such
     than that the their them then there these they this those through to too up us very via was we were what when
-    where which while who whose why will with within without would you your""".split()
+    where which while who whose why will with within without would you your
+    aren couldn didn doesn don hadn hasn haven isn shouldn wasn weren won wouldn arent cant couldnt didnt doesnt
+    dont im isnt ive shouldnt thats theyre wasnt werent weve wont wouldnt youre""".split()
 )
 # Separators that join a multi-word name as it is spelled: "webapp-testing", "webapp_testing".
 JOINERS = frozenset({"-", "_"})
@@ -90,7 +92,19 @@ SYNONYM_GROUPS = """
     | sell sale | meeting minutes standup | many much
 """.split("|")
 
+# What a tool or framework implies, read one way: a task about "fastapi" is about Python, one about Python need not be
+# about FastAPI. "broad words: narrow words", groups split by "|"; reached at the synonym discount.
+IMPLIED_GROUPS = """
+    python: django flask fastapi pytest pandas numpy scipy pip pipenv poetry pydantic sqlalchemy celery conda asyncio
+    unittest tox mypy ruff matplotlib seaborn sklearn pyproject | javascript typescript: js ts node nodejs npm yarn pnpm
+    react vue angular svelte nextjs nuxt express jest vitest mocha webpack vite deno bun eslint prettier jsx tsx |
+    ruby: rails bundler rspec | java: spring maven gradle junit | rust: cargo
+""".split("|")
+
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, in any script
+# "we're", "user's", "don't": the ending goes, so "re" (a regex skill's word) is not a word of the task. What is left
+# of a negation ("don") is a stopword.
+_CONTRACTION = re.compile(r"(?<=[^\W_])['\u2019](?:re|ve|ll|d|m|s|t)\b")
 _CLAUSE_END = re.compile(r"[.;!?](?:\s|$)|\u2014|\s-\s")
 # A clause that opens with a negation, or says "for X, use Y" / "... use Y instead".
 _NEGATIVE_START = re.compile(r"\W*(?:not|no|never|don't|do not|does not|avoid|for\b.*\buse)\b")
@@ -141,7 +155,10 @@ def stem(word: str) -> str:
 
 def words(text: str) -> list[str]:
     """The lowercase words of a text that can tell skills apart: no stopwords, no single letters or digits."""
-    return list(itertools.filterfalse(_IGNORED.__contains__, _WORD.findall(text.lower())))
+    text = text.lower()
+    if "'" in text or "\u2019" in text:  # most descriptions have none: the substitution costs a tenth of a build
+        text = _CONTRACTION.sub("", text)
+    return list(itertools.filterfalse(_IGNORED.__contains__, _WORD.findall(text)))
 
 
 def description_words(description: str) -> tuple[list[str], list[str]]:
@@ -175,6 +192,16 @@ def synonym_table(groups: Iterable[str]) -> dict[str, list[str]]:
     return table
 
 
+def implied_table(groups: Iterable[str]) -> dict[str, list[str]]:
+    """stem of a narrow word → the stems of the broad words it implies."""
+    table: dict[str, list[str]] = {}
+    for group in groups:
+        broad, narrow = group.split(":")
+        for word in narrow.split():
+            table.setdefault(stem(word), []).extend(map(stem, broad.split()))
+    return table
+
+
 def idf_share(frequency: int, count: int) -> float:
     """BM25's idf over that of a term only one skill has: 1 for the rarest, near 0 for the commonest. Scaled so
     that scores, and so MIN_SCORE, mean the same for a catalog of 5 skills as for one of 10,000."""
@@ -192,6 +219,8 @@ class Router:
     def __init__(self, skills: Iterable[tuple[str, str]]):
         self.skills = [(str(name), str(description)) for name, description in skills]
         self._synonyms = synonym_table(SYNONYM_GROUPS)
+        for narrow, broad in implied_table(IMPLIED_GROUPS).items():
+            self._synonyms.setdefault(narrow, []).extend(broad)
         self._name_terms = [frozenset(map(stem, words(name))) for name, _ in self.skills]
         self._frequencies = self._index()
         self._rows: dict[str, dict[int, float]] = {}  # BM25F rows, computed on first use
