@@ -243,6 +243,46 @@ async def test_an_agent_step_allows_its_tools_task_and_its_subagents_calls(serve
     assert decision(pre(root, "Bash", agent_type="scribe")) == "deny"  # `claude --agent scribe`: not a subagent
 
 
+SKILL_RUN = """
+description: release notes by the team's skill
+steps:
+  - {id: notes, type: skill, skill: release-notes, prompt: Write the notes}
+settings: {enforcement: %s}
+"""
+
+
+@pytest.mark.parametrize(
+    ("level", "denied"), [("strict", True), ("normal", False)], ids=["strict-denies", "normal-allows-a-read"]
+)
+async def test_a_skill_step_allows_loading_its_own_skill_and_strict_refuses_another(
+    server, write, root, level, denied
+) -> None:
+    for name in ("release-notes", "pdf"):
+        (root / "skills" / name).mkdir(parents=True, exist_ok=True)
+        (root / "skills" / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {name} work\n---\nbody\n")
+    write("notes", SKILL_RUN % level)
+    run = await start(server, "notes")
+    assert run["status"] == "awaiting_agent"
+
+    assert pre(root, "Skill", tool_input={"skill": "release-notes"}) == {}
+    assert pre(root, "Skill", tool_input={"skill": "team-plugin:release-notes"}) == {}  # a plugin's, namespaced
+    assert pre(root, "Skill", tool_input={}) == {}  # says no name: the benefit of the doubt
+    other = pre(root, "Skill", tool_input={"skill": "pdf", "args": "merge"})
+    assert (decision(other) == "deny") is denied
+    if denied:
+        assert "step 'notes' (skill" in reason(other) and "Skill (loading 'release-notes')" in reason(other)
+        assert "step_id='notes'" in reason(other)
+
+    base = {"sessionID": SESSION, "callID": "c1"}
+    opencode_own = hook(root, "opencode", "tool-before", {**base, "tool": "skill", "args": {"name": "release-notes"}})
+    opencode_other = hook(root, "opencode", "tool-before", {**base, "tool": "skill", "args": {"name": "pdf"}})
+    assert opencode_own.returncode == 0, opencode_own.stderr
+    assert opencode_other.returncode == (2 if denied else 0), opencode_other.stderr
+    if denied:
+        assert "release-notes" in opencode_other.stderr
+    await server.call_tool("ability_cancel", {"run_id": run["run_id"]}, meta={"sessionID": SESSION})
+
+
 async def test_with_a_script_running_beside_it_the_waiting_agent_step_is_what_gates(
     server, write, root, sleep_seconds
 ) -> None:

@@ -144,8 +144,9 @@ def _server_tool(tool: str) -> str | None:
     return None
 
 
-def step_allows(position: Position, tool: str, subagent: str | None = None) -> bool:
-    """Whether the current step itself lets this tool run (its type's tools, its `tools:`, its subagent)."""
+def step_allows(position: Position, tool: str, subagent: str | None = None, skill: str | None = None) -> bool:
+    """Whether the current step itself lets this tool run (its type's tools, its `tools:`, its subagent, its skill).
+    A skill tool call that does not say which skill it loads is given the benefit of the doubt."""
     if any(_tool_pattern(pattern, tool) for pattern in position.tools):
         return True
     if position.waits_for_person or not position.waits_for_agent:
@@ -155,9 +156,16 @@ def step_allows(position: Position, tool: str, subagent: str | None = None) -> b
             return True
         if subagent is None:
             return False
-        wanted, name = (position.agent or "").lower(), subagent.lower().rsplit(":", 1)[-1]  # plugin:reviewer
+        wanted, name = (position.agent or "").lower(), _unqualified(subagent)
         return not wanted or name == wanted
-    return position.step_type == "skill" and kind(tool) == "skill"
+    if position.step_type != "skill" or kind(tool) != "skill":
+        return False
+    return skill is None or not position.skill or _unqualified(skill) == position.skill.lower()
+
+
+def _unqualified(name: str) -> str:
+    """A subagent or skill name without its plugin's prefix (plugin:reviewer)."""
+    return name.lower().rsplit(":", 1)[-1]
 
 
 def _tool_pattern(pattern: str, tool: str) -> bool:
@@ -168,14 +176,14 @@ def _tool_pattern(pattern: str, tool: str) -> bool:
     return re.fullmatch(regex, tool, re.IGNORECASE) is not None
 
 
-def tool_verdict(position: Position, tool: str, subagent: str | None = None) -> Verdict:
-    """May `tool` run while the run is where it is?"""
+def tool_verdict(position: Position, tool: str, subagent: str | None = None, skill: str | None = None) -> Verdict:
+    """May `tool` run while the run is where it is? (subagent: who calls it; skill: what a skill tool loads)"""
     tool_kind = kind(tool)
     if tool_kind == "own":
         return ALLOW
     if not position.owner_alive:
         return Verdict("allow", context=interrupted(position))
-    allowed = tool_kind == "read" or step_allows(position, tool, subagent)
+    allowed = tool_kind == "read" or step_allows(position, tool, subagent, skill)
     if position.enforcement == "loose":
         return (
             ALLOW
@@ -211,7 +219,7 @@ def allowed_now(position: Position) -> str:
     if position.waits_for_agent and position.step_type == "agent":
         parts.append(f"Task (delegating to {position.agent!r}) and that subagent's calls" if position.agent else "Task")
     if position.waits_for_agent and position.step_type == "skill":
-        parts.append("Skill")
+        parts.append(f"Skill (loading {position.skill!r})" if position.skill else "Skill")
     if position.tools:
         parts.append("the step's tools: " + ", ".join(position.tools))
     return ", ".join(parts[:-1]) + " and " + parts[-1]

@@ -71,6 +71,7 @@ class Call(NamedTuple):
     permission_mode: str
     source: str  # SessionStart: startup | resume | clear | compact
     cwd: str
+    skill: str | None = None  # the skill a skill tool call loads, when it says
 
 
 class Answer(NamedTuple):
@@ -140,6 +141,7 @@ def parse(client: str, kind: str, data: Any) -> Call:
             "",
             "",
             str(data.get("cwd") or ""),
+            _skill(data.get("args"), "name"),  # OpenCode's skill tool: {name}
         )
     return Call(
         client,
@@ -153,7 +155,13 @@ def parse(client: str, kind: str, data: Any) -> Call:
         str(data.get("permission_mode") or "default"),
         str(data.get("source") or ""),
         str(data.get("cwd") or ""),
+        _skill(data.get("tool_input"), "skill"),  # Claude Code's Skill tool: {skill, args}
     )
+
+
+def _skill(arguments: Any, key: str) -> str | None:
+    value = arguments.get(key) if isinstance(arguments, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def _subagent(data: dict[str, Any]) -> str | None:
@@ -242,7 +250,7 @@ def _step_verdict(hook: Hook, tool: str) -> Verdict:
             "hook cannot tell whether a strict run is waiting. Read-only tools still work. Fix or move the file "
             "(`abilities-mcp status` shows the error), then try again."
         ) from exc
-    return Verdict("allow") if position is None else tool_verdict(position, tool, hook.call.subagent)
+    return Verdict("allow") if position is None else tool_verdict(position, tool, hook.call.subagent, hook.call.skill)
 
 
 def _workflow_answer(hook: Hook, tool: str) -> Answer:

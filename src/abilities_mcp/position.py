@@ -37,6 +37,7 @@ class Position(NamedTuple):
     step_type: str | None  # script, agent, skill, workflow; approval or decision while a person is asked
     description: str | None
     agent: str | None  # the agent an agent step names
+    skill: str | None  # the skill a skill step names
     tools: tuple[str, ...]  # the client tools the step itself allows (its `tools:`)
     question: dict[str, Any] | None  # what a person is asked, while the run waits for one
     owner_alive: bool
@@ -119,6 +120,7 @@ def _position(top: sqlite3.Row, run: sqlite3.Row, step: sqlite3.Row | None, enfo
         step_type=step_type,
         description=spec.get("description"),
         agent=spec.get("agent"),
+        skill=spec.get("skill"),
         tools=tuple(t for t in spec.get("tools") or () if isinstance(t, str)),
         question=question,
         owner_alive=bool(top["owner_pid"]) and owner_alive(top["owner_pid"], top["owner_start"]),
