@@ -141,7 +141,7 @@ def parse(client: str, kind: str, data: Any) -> Call:
             "",
             "",
             str(data.get("cwd") or ""),
-            _skill(data.get("args"), "name"),  # OpenCode's skill tool: {name}
+            _skill(data, "tool", "args", "name"),  # OpenCode's skill tool: {name}
         )
     return Call(
         client,
@@ -155,12 +155,16 @@ def parse(client: str, kind: str, data: Any) -> Call:
         str(data.get("permission_mode") or "default"),
         str(data.get("source") or ""),
         str(data.get("cwd") or ""),
-        _skill(data.get("tool_input"), "skill"),  # Claude Code's Skill tool: {skill, args}
+        _skill(data, "tool_name", "tool_input", "skill"),  # Claude Code's Skill tool: {skill, args}
     )
 
 
-def _skill(arguments: Any, key: str) -> str | None:
-    value = arguments.get(key) if isinstance(arguments, dict) else None
+def _skill(data: dict[str, Any], tool_key: str, arguments_key: str, name_key: str) -> str | None:
+    """The skill a skill tool call loads, when the call is one and says which."""
+    arguments = data.get(arguments_key)
+    if kind(str(data.get(tool_key) or "")) != "skill" or not isinstance(arguments, dict):
+        return None
+    value = arguments.get(name_key)
     return value if isinstance(value, str) and value else None
 
 
