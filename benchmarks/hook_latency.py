@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from _harness import isolated_env, log, ms, spread
-from abilities_mcp.owners import process_start
-from abilities_mcp.store import RunRecord, StepRecord, Store
+from abilities_mcp.state.owners import process_start
+from abilities_mcp.state.store import RunRecord, StepRecord, Store
 
 HERE = Path(__file__).resolve().parent
 WORKFLOWS = HERE.parent / "workflows.json"

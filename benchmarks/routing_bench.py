@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from _harness import log, ms
-from abilities_mcp.routing import Router
+from abilities_mcp.skills.router import Router
 
 HERE = Path(__file__).resolve().parent
 EVAL = HERE / "routing"

@@ -9,11 +9,9 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from abilities_mcp.project import Project
 from abilities_mcp.server import create_server
-
-# Retry pauses shrink to this in tests (the real base is 0.5 s): the behaviour is the same, the suite is faster.
-TEST_RETRY_BASE = 0.01
+from abilities_mcp.state.project import Project
+from support import TEST_RETRY_BASE
 
 
 @pytest.fixture(autouse=True)

@@ -1,17 +1,31 @@
-"""Helpers for tests that watch real processes and the state file."""
+"""Helpers shared by the tests: real processes and terminals, the state file, and the repository's own files."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
+import pty
+import select
+import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import psutil
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
 
-from abilities_mcp.store import RunRecord, Store
+from abilities_mcp.state.store import RunRecord, Store
+
+# The repository's root: its abilities/, skills/, workflows.json and benchmarks/.
+REPO = Path(__file__).resolve().parents[1]
+# Retry pauses shrink to this in tests (the real base is 0.5 s): the behaviour is the same, the suite is faster.
+TEST_RETRY_BASE = 0.01
 
 
 async def until(condition: Callable[[], Any], timeout: float = 10.0) -> Any:
@@ -54,3 +68,130 @@ def stdio_params(root: Path, *extra: str, env: dict[str, str] | None = None):
     return StdioServerParameters(
         command=sys.executable, args=["-m", "abilities_mcp", "--root", str(root), *extra], env=full_env
     )
+
+
+# --- an ability with an approval step -----------------------------------------------------------------------
+
+# A build, a person's approval, then the deploy it guards.
+GATED = """
+description: gated deploy
+inputs:
+  version: {type: string, default: v1.0.0}
+steps:
+  - {id: build, type: script, run: echo built}
+  - id: approve
+    type: approval
+    prompt: "Deploy {{inputs.version}}?"
+    needs: [build]
+  - {id: deploy, type: script, run: touch deployed, needs: [approve]}
+"""
+
+
+# --- the real server in raw JSON-RPC ------------------------------------------------------------------------
+
+# Longest JSON-RPC line the raw client accepts (a Run with 4 KiB step tails is far smaller).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+# How long a raw request may take before the test fails instead of hanging.
+REQUEST_TIMEOUT_SECONDS = 30
+
+
+class RawServer:
+    """The real server spoken to in raw JSON-RPC lines, so the test holds its pid and its stdin."""
+
+    def __init__(self, process: Process):
+        self.process = process
+        assert process.stdout is not None and process.stdin is not None
+        self.stdout = BufferedByteReceiveStream(process.stdout)
+        self.ids = itertools.count(1)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(json.dumps(message).encode() + b"\n")
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = next(self.ids)
+        await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        with anyio.fail_after(REQUEST_TIMEOUT_SECONDS):
+            while True:
+                message = json.loads(await self.stdout.receive_until(b"\n", MAX_LINE_BYTES))
+                if message.get("id") == request_id:
+                    assert "result" in message, message
+                    return message["result"]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = await self.request("tools/call", {"name": name, "arguments": arguments})
+        assert not result.get("isError"), result
+        return result["structuredContent"]
+
+
+@asynccontextmanager
+async def raw_server(root: Path, stderr_file: Path) -> AsyncIterator[RawServer]:
+    """Start `python -m abilities_mcp --root ROOT` and complete the initialize handshake."""
+    params = stdio_params(root)
+    with stderr_file.open("wb") as stderr:
+        process = await anyio.open_process([params.command, *params.args], env=params.env, stderr=stderr)
+    try:
+        server = RawServer(process)
+        await server.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw-test", "version": "0"}},
+        )
+        await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        yield server
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
+            await process.aclose()
+
+
+# --- a person's terminal -----------------------------------------------------------------------------------
+
+CLI = [sys.executable, "-m", "abilities_mcp"]
+
+
+class Terminal:
+    """A command running under a pseudo-terminal: read what it prints, type into it."""
+
+    def __init__(self, args: list[str], cwd: Path):
+        master, slave = pty.openpty()
+        self.master, self.text = master, ""
+        self.proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, close_fds=True)
+        os.close(slave)
+
+    def expect(self, needle: str, timeout: float = 20.0) -> str:
+        """Read until `needle` appears (bounded); returns everything read so far."""
+        deadline = time.monotonic() + timeout
+        while needle not in self.text:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._fail(needle)
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 4096)
+                except OSError:  # the command exited and closed the terminal
+                    chunk = b""
+                if not chunk:
+                    self._fail(needle)
+                self.text += chunk.decode(errors="replace").replace("\r\n", "\n")
+        return self.text
+
+    def _fail(self, needle: str) -> None:
+        self.proc.kill()  # never leave a command waiting for an answer behind a failed test
+        self.proc.wait()
+        raise AssertionError(f"{needle!r} never appeared; the terminal showed:\n{self.text}")
+
+    def type(self, line: str) -> None:
+        os.write(self.master, (line + "\n").encode())
+
+    def wait(self, timeout: float = 20.0) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.proc.kill()
+            os.close(self.master)
+
+
+def cli(root: Path, *args: str) -> list[str]:
+    return [*CLI, *args, "--root", str(root)]

@@ -1,7 +1,7 @@
 """The `abilities-mcp` command (and `python -m abilities_mcp`).
 
 `hook CLIENT EVENT`, the form the clients' configs call on every tool call, goes straight to the hook: no
-argparse, no server imports (it must start fast). Everything else is cli.py.
+argparse, no server imports (it must start fast). Everything else is cli/main.py.
 """
 
 import sys
@@ -10,10 +10,10 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if len(args) == 3 and args[0] == "hook":
-        from .hook import main as hook
+        from .clients.hook import main as hook
 
         return hook(args[1], args[2])
-    from .cli import main as cli
+    from .cli.main import main as cli
 
     return cli(args)
 

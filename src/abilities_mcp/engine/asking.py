@@ -14,13 +14,13 @@ from dataclasses import asdict
 
 import anyio
 
-from ..checks import execution_order
+from ..abilities.checks import execution_order
+from ..abilities.templates import render_text
 from ..errors import NextCall, Refused
-from ..machine import RunEvent, RunState, StepEvent
-from ..questions import PLAN_STEP, Answer, Question
-from ..store import RunRecord
-from ..templates import render_text
+from ..state.store import RunRecord
 from .live import LiveRun, seconds
+from .machine import RunEvent, RunState, StepEvent
+from .questions import PLAN_STEP, Answer, Question
 
 # How often a waiting run reads the store for an answer written by another process (the terminal command).
 ANSWER_POLL_SECONDS = 0.2

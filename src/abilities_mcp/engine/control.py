@@ -8,11 +8,11 @@ from typing import Any
 
 import anyio
 
+from ..abilities.models import Ability
 from ..errors import NextCall, Refused
-from ..machine import LIVE_RUN_STATES, RunEvent, RunState, StepEvent, StepState, apply_run
-from ..models import Ability
-from ..store import RunRecord, owner_alive
+from ..state.store import RunRecord, owner_alive
 from .live import LiveRun
+from .machine import LIVE_RUN_STATES, RunEvent, RunState, StepEvent, StepState, apply_run
 
 # How long cancel waits for a run's processes to be killed before it answers.
 CANCEL_WAIT_SECONDS = 10.0

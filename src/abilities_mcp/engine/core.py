@@ -12,12 +12,18 @@ from typing import Any
 
 import anyio
 
-from ..catalog import Catalog
-from ..checks import execution_order
+from ..abilities.catalog import Catalog
+from ..abilities.checks import execution_order
+from ..abilities.inputs import resolve_inputs
+from ..abilities.models import DEFAULT_MAX_RETRIES, Ability, ScriptStep, Step
 from ..errors import DefinitionError, NextCall, Refused
-from ..flow import skip_reason
-from ..inputs import resolve_inputs
-from ..machine import (
+from ..state.store import RunRecord, StepRecord, Store, process_start
+from .asking import PersonSteps, question_fields
+from .control import RunControl
+from .flow import skip_reason
+from .handback import AgentSteps
+from .live import LiveRun, seconds
+from .machine import (
     RunEvent,
     RunState,
     StepEvent,
@@ -25,17 +31,11 @@ from ..machine import (
     apply_run,
     apply_step,
 )
-from ..models import DEFAULT_MAX_RETRIES, Ability, ScriptStep, Step
-from ..process import KILL_GRACE_SECONDS, MARKER_VAR, SpawnError, run_script
-from ..reaper import Reaper
-from ..recovery import recover_orphans
-from ..scripts import check_result, needles, prepare_script, step_timeout
-from ..store import RunRecord, StepRecord, Store, process_start
-from .asking import PersonSteps, question_fields
-from .control import RunControl
-from .handback import AgentSteps
-from .live import LiveRun, seconds
 from .nesting import ChildRuns
+from .process import KILL_GRACE_SECONDS, MARKER_VAR, SpawnError, run_script
+from .reaper import Reaper
+from .recovery import recover_orphans
+from .scripts import check_result, needles, prepare_script, step_timeout
 
 log = logging.getLogger(__name__)
 # Pause before retry n is RETRY_BASE_SECONDS * 2**(n-1), at most RETRY_MAX_SECONDS: a flaky command gets room.

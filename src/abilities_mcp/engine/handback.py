@@ -6,13 +6,13 @@ import time
 
 import anyio
 
+from ..abilities.templates import render_text, render_value
 from ..errors import NextCall, Refused, UnknownName
-from ..handoff import agent_instructions, check_handback, cut, prior_context, skill_handout
-from ..machine import RunEvent, RunState, StepEvent, StepState
-from ..questions import Question
-from ..store import RunRecord
-from ..templates import render_text, render_value
+from ..state.store import RunRecord
+from .handoff import agent_instructions, check_handback, cut, prior_context, skill_handout
 from .live import LiveRun, seconds
+from .machine import RunEvent, RunState, StepEvent, StepState
+from .questions import Question
 
 # Characters of an agent's hand-back kept in the store (head and tail), like a script's captured output.
 HANDBACK_KEEP_CHARS = 96 * 1024

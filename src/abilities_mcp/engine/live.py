@@ -8,10 +8,10 @@ from typing import Any
 
 import anyio
 
+from ..abilities.models import Ability
 from ..durations import parse_duration
-from ..machine import FINISHED_STEP_STATES, RunState
-from ..models import Ability
-from ..questions import Question
+from .machine import FINISHED_STEP_STATES, RunState
+from .questions import Question
 
 AWAITING_STATES = (RunState.AWAITING_AGENT, RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION)
 

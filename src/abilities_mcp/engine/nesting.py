@@ -13,12 +13,12 @@ from typing import Any
 
 import anyio
 
-from ..catalog import MAX_NESTING
+from ..abilities.catalog import MAX_NESTING
+from ..abilities.inputs import resolve_inputs
+from ..abilities.templates import render_value
 from ..errors import AbilitiesError
-from ..inputs import resolve_inputs
-from ..machine import RunEvent, RunState, StepEvent, StepState
-from ..templates import render_value
 from .live import AWAITING_STATES, LiveRun, seconds
+from .machine import RunEvent, RunState, StepEvent, StepState
 
 _AWAIT = {
     RunState.AWAITING_AGENT: RunEvent.AWAIT_AGENT,

@@ -1,0 +1,1 @@
+"""Abilities: the YAML format, loading and checking one file, and the project's catalog of them."""

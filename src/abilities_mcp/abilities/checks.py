@@ -1,0 +1,217 @@
+"""Load-time checks that need a whole ability file: the needs graph, conditions, references, defaults, regexes."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator
+
+from ..errors import did_you_mean
+from .expressions import Condition, ExpressionError, parse_condition
+from .inputs import check_value
+from .models import Ability, ScriptStep
+from .templates import TemplateError, references, render_shell
+
+Problem = tuple[str, str]  # (field path, message with the fix)
+
+
+def check_ability(ability: Ability) -> list[Problem]:
+    """Every problem in one ability that the models alone cannot see."""
+    graph = list(_check_ids(ability)) + list(_check_needs(ability))
+    if not graph:  # a cycle search needs every need to exist
+        graph += _check_cycles(ability)
+    problems = graph + list(_check_inputs(ability)) + list(_check_patterns(ability)) + list(_check_cwds(ability))
+    if not graph:  # references are judged against the execution order, which needs a sound graph
+        problems += _check_references(ability)
+    return problems
+
+
+def execution_order(ability: Ability) -> list[str]:
+    """Step ids in topological order over needs, YAML order breaking ties (assumes no cycles)."""
+    done: list[str] = []
+    remaining = [s for s in ability.steps]
+    while remaining:
+        ready = next(s for s in remaining if all(n in done for n in s.needs))
+        done.append(ready.id)
+        remaining.remove(ready)
+    return done
+
+
+def ancestors(ability: Ability, step_id: str) -> set[str]:
+    """Every step a step needs, directly or through others."""
+    needs = {s.id: s.needs for s in ability.steps}
+    seen: set[str] = set()
+    stack = list(needs[step_id])
+    while stack:
+        sid = stack.pop()
+        if sid not in seen:
+            seen.add(sid)
+            stack.extend(needs[sid])
+    return seen
+
+
+def _check_ids(ability: Ability) -> Iterator[Problem]:
+    first: dict[str, int] = {}
+    for i, step in enumerate(ability.steps):
+        if step.id in first:
+            yield (
+                f"steps[{i}].id",
+                f"duplicate step id {step.id!r} (also steps[{first[step.id]}]); give each step its own id",
+            )
+        first.setdefault(step.id, i)
+
+
+def _check_needs(ability: Ability) -> Iterator[Problem]:
+    ids = [s.id for s in ability.steps]
+    for i, step in enumerate(ability.steps):
+        for j, need in enumerate(step.needs):
+            if need == step.id:
+                yield f"steps[{i}].needs[{j}]", f"step {step.id!r} needs itself; remove it from needs"
+            elif need not in ids:
+                close = did_you_mean(need, ids)
+                hint = f"did you mean {close!r}?" if close else f"known steps: {', '.join(dict.fromkeys(ids))}"
+                yield f"steps[{i}].needs[{j}]", f"unknown step {need!r}; {hint}"
+
+
+def _check_cycles(ability: Ability) -> Iterator[Problem]:
+    needs = {s.id: s.needs for s in ability.steps}
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(sid: str) -> list[str] | None:
+        state[sid] = "open"
+        path.append(sid)
+        for need in needs[sid]:
+            if state.get(need) == "open":
+                return path[path.index(need) :] + [need]
+            if need not in state and (cycle := visit(need)):
+                return cycle
+        state[sid] = "done"
+        path.pop()
+        return None
+
+    for step in ability.steps:
+        if step.id not in state and (cycle := visit(step.id)):
+            chain = " → ".join(reversed(cycle))
+            at = [s.id for s in ability.steps].index(cycle[0])
+            yield f"steps[{at}].needs", f"needs form a cycle {chain}; remove one of these needs"
+            return
+
+
+def _check_inputs(ability: Ability) -> Iterator[Problem]:
+    for name, spec in ability.inputs.items():
+        if spec.pattern is not None and (err := _regex_error(spec.pattern)):
+            yield f"inputs.{name}.pattern", err
+            continue
+        if spec.min is not None and spec.max is not None and spec.min > spec.max:
+            yield f"inputs.{name}.min", f"min {spec.min:g} is above max {spec.max:g}; swap them"
+        if spec.enum is not None and not spec.enum:
+            yield f"inputs.{name}.enum", "enum is empty; list the allowed values or remove enum"
+        if spec.default is not None:
+            try:
+                check_value(spec, spec.default)
+            except ValueError as exc:
+                yield f"inputs.{name}.default", f"default breaks its own rules: {exc}; change the default"
+
+
+def _check_patterns(ability: Ability) -> Iterator[Problem]:
+    for i, pattern in enumerate(ability.triggers.patterns):
+        if err := _regex_error(pattern):
+            yield f"triggers.patterns[{i}]", err
+    for i, step in enumerate(ability.steps):
+        validation = getattr(step, "validation", None)
+        regex = getattr(validation, "output_matches", None)
+        if regex is not None and (err := _regex_error(regex)):
+            yield f"steps[{i}].validation.output_matches", err
+
+
+def _regex_error(pattern: str) -> str | None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"regular expression {pattern!r} does not compile: {exc}; fix or escape it"
+    return None
+
+
+def _check_references(ability: Ability) -> Iterator[Problem]:
+    order = execution_order(ability)
+    for i, step in enumerate(ability.steps):
+        before = ancestors(ability, step.id)
+        if not ability.settings.parallel:
+            before |= set(order[: order.index(step.id)])
+        for field, text in _templated_fields(step):
+            yield from _check_template(ability, f"steps[{i}].{field}", text, step.id, before)
+        if step.when is not None:
+            yield from _check_condition(ability, f"steps[{i}].when", step.when, step.id, before)
+    for key in ("before", "after"):
+        for j, command in enumerate(getattr(ability.hooks, key)):
+            yield from _check_template(ability, f"hooks.{key}[{j}]", command, None, set())
+
+
+def _templated_fields(step) -> Iterator[tuple[str, str]]:
+    if isinstance(step, ScriptStep):
+        yield "run", step.run
+        yield from ((f"env.{key}", value) for key, value in step.env.items())
+        if step.cwd:
+            yield "cwd", step.cwd
+    if getattr(step, "prompt", None):
+        yield "prompt", step.prompt
+    for j, item in enumerate(getattr(step, "context", [])):
+        yield f"context[{j}]", item
+    for key, value in getattr(step, "inputs", {}).items():
+        if isinstance(value, str):
+            yield f"inputs.{key}", value
+
+
+def _check_template(ability: Ability, path: str, text: str, own: str | None, before: set[str]) -> Iterator[Problem]:
+    try:
+        refs = references(text)
+        if path.endswith(".run") or path.startswith("hooks."):
+            render_shell(text, lambda ref: "")  # the quoting walk refuses placeholders it cannot pass safely
+    except TemplateError as exc:
+        yield path, str(exc)
+        return
+    for ref in refs:
+        if ref[0] == "input":
+            yield from _check_input_ref(ability, path, ref[1])
+        else:
+            yield from _check_step_ref(ability, path, ref[1], own, before)
+
+
+def _check_condition(ability: Ability, path: str, text: str, own: str, before: set[str]) -> Iterator[Problem]:
+    try:
+        cond: Condition = parse_condition(text)
+    except ExpressionError as exc:
+        yield path, f"condition does not parse: {exc}"
+        return
+    for name in sorted(cond.inputs):
+        yield from _check_input_ref(ability, path, name)
+    for sid in sorted(cond.steps):
+        yield from _check_step_ref(ability, path, sid, own, before)
+
+
+def _check_input_ref(ability: Ability, path: str, name: str) -> Iterator[Problem]:
+    if name not in ability.inputs:
+        close = did_you_mean(name, ability.inputs)
+        hint = f"did you mean inputs.{close}?" if close else "declare it under inputs:"
+        yield path, f"unknown input {name!r}; {hint}"
+
+
+def _check_step_ref(ability: Ability, path: str, sid: str, own: str | None, before: set[str]) -> Iterator[Problem]:
+    ids = [s.id for s in ability.steps]
+    if sid not in ids:
+        close = did_you_mean(sid, ids)
+        hint = f"did you mean steps.{close}?" if close else f"known steps: {', '.join(ids)}"
+        yield path, f"unknown step {sid!r}; {hint}"
+    elif own is None:
+        yield path, f"hooks cannot refer to step {sid!r}; hooks run outside the steps"
+    elif sid not in before:
+        yield path, f"step {sid!r} does not run before {own!r}; add {sid!r} to the needs of {own!r}"
+
+
+def _check_cwds(ability: Ability) -> Iterator[Problem]:
+    for i, step in enumerate(ability.steps):
+        if isinstance(step, ScriptStep) and step.cwd and "{{" not in step.cwd:
+            normal = posixpath.normpath(step.cwd)
+            if step.cwd.startswith("/") or normal == ".." or normal.startswith("../"):
+                yield f"steps[{i}].cwd", f"cwd {step.cwd!r} leaves the project root; use a path relative to it"

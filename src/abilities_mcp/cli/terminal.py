@@ -1,0 +1,208 @@
+"""A person at a terminal: running an ability with live progress (Ctrl-C cancels), and answering the questions
+runs ask (`abilities-mcp approve` / `decide`, or inline while `run` drives the ability).
+
+Answers are taken only from a terminal: a piped stdin could be an agent's shell tool speaking for the person.
+"""
+
+from __future__ import annotations
+
+import secrets
+import signal
+import sys
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ..abilities.catalog import Catalog
+from ..engine.core import Engine
+from ..engine.questions import Answer, Question
+from ..errors import AbilitiesError, Refused
+from ..server.results import Run
+from ..server.views import run_view
+from ..state.project import Project
+from ..state.store import Store
+
+MARKS = {"running": ">", "completed": "ok", "failed": "FAIL", "skipped": "skip", "cancelled": "cancel"}
+
+
+async def run_in_terminal(project: Project, name: str, inputs: dict[str, Any]) -> int:
+    """Run one ability here; returns 0 when it completed, 1 otherwise."""
+    store = Store(project.state_db)
+    engine = Engine(store, Catalog(project))
+    try:
+        async with engine.running():
+            try:
+                run_id = engine.start(name, inputs, f"cli-{secrets.token_hex(6)}")
+            except AbilitiesError as exc:
+                print(f"abilities-mcp: {exc}", file=sys.stderr)
+                return 2
+            print(f"run {run_id}: {name}", flush=True)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_cancel_on_interrupt, engine, run_id)
+                await _follow(engine, store, run_id)
+                tg.cancel_scope.cancel()
+        view = run_view(store.get_run(run_id), store.get_run)
+        print(print_run(view))
+        return 0 if view.status == "completed" else 1
+    finally:
+        store.close()
+
+
+async def _follow(engine: Engine, store: Store, run_id: str) -> None:
+    seen: dict[str, tuple[str, int]] = {}
+    asked: set[str] = set()
+    live = engine.live.get(run_id)
+    while live is not None and not live.done.is_set():
+        changed = live.changed
+        _print_changes(store, run_id, seen)
+        target = live.innermost()  # a workflow step's child run asks through its parent
+        if target.status == "awaiting_agent":
+            await _answer_agent_step(engine, store, target.run_id)
+            continue
+        question = target.question
+        if question is not None and not target.question_answered.is_set() and question.id not in asked:
+            asked.add(question.id)
+            await _answer_question(engine, target, question)
+            continue
+        await changed.wait()
+    _print_changes(store, run_id, seen)
+
+
+async def _answer_agent_step(engine: Engine, store: Store, run_id: str) -> None:
+    """At a terminal the person is the agent: show the instructions, take the typed answer, hand it back."""
+    step = next(s for s in store.get_run(run_id).steps if s.status == "awaiting")
+    print(f"\n--- step {step.step_id} is yours ---\n{step.instructions}\n", flush=True)
+    print("Type your answer; end it with a line holding only '.' (or end of input):", flush=True)
+    answer = await anyio.to_thread.run_sync(_read_answer, abandon_on_cancel=True)
+    if answer is None:
+        print("no answer (end of input): cancelling the run", file=sys.stderr, flush=True)
+        await engine.cancel(run_id)
+        return
+    problem = engine.complete(run_id, step.step_id, answer, success=True)
+    if problem:
+        print(f"answer refused: {problem}", file=sys.stderr, flush=True)
+
+
+async def _answer_question(engine: Engine, live, question: Question) -> None:
+    """Ask the person here when stdin is a terminal; otherwise say how to answer from one."""
+    print(f"\n{question.message(live.run_id, live.name)}", flush=True)
+    if not sys.stdin.isatty():
+        print(
+            f"stdin is not a terminal, so the answer cannot come from here: in a terminal, type\n"
+            f"  {question.terminal_command(live.run_id)}",
+            flush=True,
+        )
+        return
+    answer = await anyio.to_thread.run_sync(_ask_inline, question, abandon_on_cancel=True)
+    if answer is None:
+        return
+    try:
+        engine.record_answer(live.run_id, question, answer)
+    except Refused as exc:  # answered meanwhile from elsewhere, or timed out
+        print(exc, file=sys.stderr, flush=True)
+
+
+def _ask_inline(question: Question) -> Answer | None:
+    """Read a choice typed at the terminal: y/n for a yes/no question, else one of the option values."""
+    if question.is_yes_no:
+        reply = _prompt(f"{question.options[0].label}? [y/N] ")
+        return None if reply is None else question.from_yes_no(reply.lower() in ("y", "yes"), "terminal")
+    while True:
+        reply = _prompt(f"Answer ({' / '.join(question.values())}): ")
+        if reply is None:
+            return None
+        if question.option(reply) is not None:
+            return question.from_choice(reply, "terminal")
+        print(f"{reply!r} is not one of {question.values()}", flush=True)
+
+
+def _prompt(text: str) -> str | None:
+    print(text, end="", flush=True)
+    line = sys.stdin.readline()
+    return line.strip() if line else None
+
+
+def answer_command(project: Project, run_id: str, step_id: str | None, wanted: str, choice: str | None, note) -> int:
+    """`abilities-mcp approve` / `decide`: show the question, take the person's confirmation, record the answer."""
+    if not sys.stdin.isatty():
+        print(
+            "abilities-mcp: refused: stdin is not a terminal. Approvals and decisions come from a person typing this "
+            "command in their own terminal; an agent's shell tool cannot give them.",
+            file=sys.stderr,
+        )
+        return 2
+    store = Store(project.state_db)
+    try:
+        engine = Engine(store, Catalog(project))
+        try:
+            record, question = engine.pending_question(run_id, step_id, "terminal")
+            answer = _command_answer(question, run_id, wanted, choice, note)
+        except (Refused, ValueError) as exc:
+            print(f"abilities-mcp: {exc}", file=sys.stderr)
+            return 1
+        print(question.message(run_id, record.ability), flush=True)
+        verb = {True: "Approve", False: "Reject"}[answer.approved] if question.kind != "decision" else answer.value
+        reply = _prompt(f"\n{verb.capitalize()} ({answer.value})? [y/N] ")
+        if (reply or "").lower() not in ("y", "yes"):
+            print("Nothing recorded.", flush=True)
+            return 1
+        try:
+            engine.record_answer(run_id, question, answer)
+        except Refused as exc:
+            print(f"abilities-mcp: {exc}", file=sys.stderr)
+            return 1
+        print(f"Recorded: {answer.summary()}.", flush=True)
+        return 0
+    finally:
+        store.close()
+
+
+def _command_answer(question: Question, run_id: str, wanted: str, choice: str | None, note: str | None) -> Answer:
+    if wanted == "decision" and question.kind != "decision":
+        raise ValueError(f"run {run_id} waits for an approval, not a decision: `{question.terminal_command(run_id)}`")
+    if wanted != "decision" and question.kind == "decision":
+        raise ValueError(f"run {run_id} waits for a decision, not an approval: `{question.terminal_command(run_id)}`")
+    if choice is not None:
+        return question.from_choice(choice, "terminal", note)
+    return question.from_yes_no(wanted == "approve", "terminal", note)
+
+
+def _read_answer() -> str | None:
+    lines = []
+    for line in sys.stdin:
+        if line.rstrip("\n") == ".":
+            return "\n".join(lines)
+        lines.append(line.rstrip("\n"))
+    return "\n".join(lines) if lines else None
+
+
+def _print_changes(store: Store, run_id: str, seen: dict[str, tuple[str, int]]) -> None:
+    record = store.get_run(run_id)
+    for step in record.steps:
+        key = (step.status, step.attempts)
+        if step.status != "pending" and seen.get(step.step_id) != key:
+            seen[step.step_id] = key
+            detail = f" ({step.duration_ms} ms)" if step.duration_ms is not None and step.status != "running" else ""
+            attempt = f" attempt {step.attempts}" if step.attempts > 1 else ""
+            reason = f": {step.error}" if step.error and step.status != "running" else ""
+            print(f"  [{MARKS.get(step.status, step.status)}] {step.step_id}{attempt}{detail}{reason}", flush=True)
+
+
+async def _cancel_on_interrupt(engine: Engine, run_id: str) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            print("\ncancelling...", file=sys.stderr, flush=True)
+            await engine.cancel(run_id)
+            return
+
+
+def print_run(view: Run) -> str:
+    """A run as lines of text."""
+    lines = [f"run {view.run_id}  {view.ability}  {view.status}  ({view.progress.done}/{view.progress.total} steps)"]
+    for s in view.steps:
+        extra = f"  exit {s.exit_code}" if s.exit_code is not None else ""
+        lines.append(f"  {s.id:20} {s.status:10}{extra}{'  ' + s.error if s.error else ''}")
+    if view.error:
+        lines.append(f"error: {view.error}")
+    return "\n".join(lines)

@@ -1,0 +1,394 @@
+"""`abilities-mcp init CLIENT`: write or merge the config that makes a client start this server, and, for Claude
+Code and OpenCode, run its hooks.
+
+Every file is planned before any is written, so a file that must not be touched (it does not parse, names a key
+twice, or keeps comments a rewrite would lose) stops the whole command with nothing changed. Edits keep every other
+key, the key order and the file's indentation; a run that would change nothing writes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import AbilitiesError
+from ..prerequisites.edits import indentation, write_atomically
+from ..prerequisites.workflows import parse_json
+from .hook import event_name
+
+CLIENTS = ["claude", "opencode", "cursor", "vscode", "codex", "gemini", "desktop"]
+# Claude Code's rule for server names; 40 keeps `mcp__NAME__ability_step_complete` within the API's 64-char limit.
+NAME_RULE = re.compile(r"[A-Za-z0-9_-]{1,40}")
+# Claude Code ignores a project server that takes one of these names.
+RESERVED_NAMES = {"workspace", "claude-in-chrome", "computer-use"}
+# Seconds Claude Code waits for a hook; a gate that takes longer fails open, and a tool call waits that long.
+HOOK_TIMEOUT_SECONDS = 10
+# The Claude Code events the hook answers, each with its matcher (None: the event takes none).
+CLAUDE_HOOKS = {
+    "PreToolUse": "*",
+    "PostToolUse": "*",
+    "UserPromptSubmit": None,
+    "SessionStart": "startup|resume|clear|compact|fork",
+    "Stop": None,
+}
+# Where opencode_plugin.js takes the argv that starts abilities-mcp.
+PLUGIN_TOKEN = "__ABILITIES_MCP_COMMAND__"
+OPENCODE_SCHEMA = "https://opencode.ai/config.json"
+# Cursor and VS Code may start servers outside the project: they pass the folder they have open.
+WORKSPACE_ROOT = ["--root", "${workspaceFolder}"]
+SERVER_ONLY = "{}: server only; its hooks are not wired yet (the server's own tools are gated, the client's are not)"
+CLIENT_NOTES = {
+    "cursor": SERVER_ONLY.format("Cursor"),
+    "vscode": SERVER_ONLY.format("VS Code"),
+    "codex": SERVER_ONLY.format("Codex"),
+    "gemini": SERVER_ONLY.format("Gemini CLI"),
+    "desktop": "Claude Desktop: server only (it has no hooks); restart Claude Desktop to load it",
+}
+# JSONC: a string (kept), a comment (dropped); then a comma before a closing bracket (dropped).
+_JSONC_COMMENT = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', re.S)
+_JSONC_COMMA = re.compile(r'"(?:\\.|[^"\\])*"|,(?=\s*[}\]])')
+
+
+class ConfigError(AbilitiesError):
+    """A config file init must not touch, or an option it cannot use; the message names the file and the fix."""
+
+
+@dataclass
+class Planned:
+    """One file: its text now ("": missing), the text it should have, and what to tell the person."""
+
+    path: Path
+    old: str
+    new: str
+    notes: list[str] = field(default_factory=list)
+
+
+def init(project_root: Path, client: str, *, dry_run: bool, name: str, command: str | None, force: bool) -> int:
+    """Write (or with dry_run, show) the client's config; returns the exit code."""
+    try:
+        _check(client, name)
+        argv, chosen = resolve_command(command)
+        plans = PLANNERS[client](Path(project_root), name, argv, force)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    if chosen:
+        print(chosen)
+    for plan in plans:
+        _apply(plan, dry_run)
+    if client in CLIENT_NOTES:
+        print(CLIENT_NOTES[client])
+    if dry_run:
+        print("(dry run: nothing written)")
+    return 0
+
+
+def _check(client: str, name: str) -> None:
+    if client not in PLANNERS:
+        raise ConfigError(f"Unknown client {client!r}; clients: {', '.join(CLIENTS)}")
+    if not NAME_RULE.fullmatch(name) or name in RESERVED_NAMES:
+        raise ConfigError(
+            f"--name {name!r} cannot name the server: use 1-40 letters, digits, '-' or '_' (Claude Code's rule; "
+            f"tool names such as mcp__NAME__ability_step_complete must fit in 64 characters), and not "
+            f"{', '.join(sorted(RESERVED_NAMES))}"
+        )
+
+
+def resolve_command(command: str | None) -> tuple[list[str], str | None]:
+    """The argv that starts abilities-mcp, and a line to print when it was chosen for a command not on PATH."""
+    if command is None:
+        return _default_command()
+    if os.path.isfile(command):  # a path, spaces and backslashes included: not split; absolute, since Claude Code
+        return [os.path.abspath(command)], None  # runs hooks wherever the session has cd'ed to
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ConfigError(f"--command {command!r}: {exc}; quote it as a shell would") from None
+    if not argv:
+        raise ConfigError("--command is empty; pass how the client starts abilities-mcp, e.g. 'uvx abilities-mcp'")
+    if os.sep in argv[0] and os.path.isfile(argv[0]):
+        argv[0] = os.path.abspath(argv[0])
+    return argv, None
+
+
+def _default_command() -> tuple[list[str], str | None]:
+    """abilities-mcp on PATH; else the console script running now; else this Python with `-m`."""
+    if shutil.which("abilities-mcp"):
+        return ["abilities-mcp"], None
+    script = Path(sys.argv[0])
+    is_script = script.name in ("abilities-mcp", "abilities-mcp.exe") and script.is_file()
+    argv = [os.path.abspath(script)] if is_script else [sys.executable, "-m", "abilities_mcp"]
+    return argv, f"abilities-mcp is not on PATH; the config runs {shlex.join(argv)} — pass --command to choose"
+
+
+def desktop_config_path(platform: str, env: Mapping[str, str], home: Path) -> Path:
+    """Claude Desktop's config file on this platform (sys.platform's names)."""
+    if platform == "darwin":
+        folder = home / "Library" / "Application Support"
+    elif platform == "win32":
+        folder = Path(env["APPDATA"]) if env.get("APPDATA") else home / "AppData" / "Roaming"
+    else:  # the XDG rule: a relative XDG_CONFIG_HOME is ignored
+        xdg = env.get("XDG_CONFIG_HOME", "")
+        folder = Path(xdg) if os.path.isabs(xdg) else home / ".config"
+    return folder / "Claude" / "claude_desktop_config.json"
+
+
+# Planners: (project root, server name, argv, force) -> the files to write.
+
+
+def _claude(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
+    mcp_json = root / ".mcp.json"
+    entry = {"type": "stdio", "command": argv[0], "args": [*argv[1:], "serve"]}
+    settings = root / ".claude" / "settings.json"
+    return [
+        _plan_entry(mcp_json, ["mcpServers"], name, entry, force),
+        _plan_json(settings, lambda data: _put_hooks(data, argv, force, settings)),
+    ]
+
+
+def _opencode(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
+    path = root / "opencode.json"
+    if not path.exists() and (root / "opencode.jsonc").exists():
+        path = root / "opencode.jsonc"
+
+    def merge(data: dict[str, Any]) -> list[str]:
+        mcp = data.get("mcp")
+        servers = mcp.get("servers") if isinstance(mcp, dict) else None
+        entry = {"type": "local", "command": [*argv, "serve"]}
+        if isinstance(servers, dict) and all(isinstance(v, dict) for v in servers.values()):  # V2: no `enabled`
+            return _put_entry(data, ["mcp", "servers"], name, entry, force, path)
+        return _put_entry(data, ["mcp"], name, {**entry, "enabled": True}, force, path)
+
+    return [_plan_json(path, merge, new_file={"$schema": OPENCODE_SCHEMA}), _plan_plugin(root, argv)]
+
+
+def _plan_plugin(root: Path, argv: list[str]) -> Planned:
+    path = root / ".opencode" / "plugins" / "abilities-mcp.js"
+    template = resources.files("abilities_mcp.clients").joinpath("opencode_plugin.js").read_text(encoding="utf-8")
+    new, old = template.replace(PLUGIN_TOKEN, json.dumps(argv)), _read_text(path)
+    notes = [f"{path} differed from this version's plugin: init owns that file and replaces it"]
+    return Planned(path, old, new, notes if old and old != new else [])
+
+
+def _editor(relpath: str, key: str, extra: dict[str, str], root_args: list[str]) -> Callable[..., list[Planned]]:
+    """Cursor, VS Code, Gemini: one server entry under `key` in ROOT/relpath."""
+
+    def plan(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
+        entry = {**extra, "command": argv[0], "args": [*argv[1:], "serve", *root_args]}
+        return [_plan_entry(root / relpath, [key], name, entry, force)]
+
+    return plan
+
+
+def _desktop(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
+    found = shutil.which(argv[0])
+    if not found:
+        raise ConfigError(
+            f"Claude Desktop needs an absolute command and {argv[0]!r} is not found; "
+            "pass --command with an absolute path, e.g. --command /home/you/.local/bin/abilities-mcp"
+        )
+    path = desktop_config_path(sys.platform, os.environ, Path.home())
+    entry = {"command": os.path.abspath(found), "args": [*argv[1:], "serve", "--root", os.path.abspath(root)]}
+    return [_plan_entry(path, ["mcpServers"], name, entry, force)]
+
+
+def _codex(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
+    """Codex's TOML is only appended to: there is no TOML writer that keeps the person's comments and layout."""
+    path, entry = root / ".codex" / "config.toml", {"command": argv[0], "args": [*argv[1:], "serve"]}
+    # A JSON string is a TOML basic string, a JSON list of strings a TOML array (and the result is parsed back).
+    table = f"[mcp_servers.{name}]\n" + "".join(
+        f"{k} = {json.dumps(v, ensure_ascii=False)}\n" for k, v in entry.items()
+    )
+    old = _read_text(path)
+    current = _toml_server(path, old, name)
+    if current is None:
+        new = _append(old, table)
+        if _toml_server(path, new, name) != entry:
+            raise ConfigError(
+                f"{path}: appending [mcp_servers.{name}] would not add that server; add by hand:\n{table}"
+            )
+        return [Planned(path, old, new)]
+    if current != entry and force:
+        raise ConfigError(
+            f"{path}: init cannot safely rewrite TOML (your comments and layout would be lost) and changed nothing; "
+            f"replace the [mcp_servers.{name}] table there by hand with:\n{table}"
+        )
+    return [Planned(path, old, old, _kept(name, path) if current != entry else [])]
+
+
+def _toml_server(path: Path, text: str, name: str) -> Any:
+    try:
+        servers = tomllib.loads(text).get("mcp_servers")
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}; fix the syntax there, nothing was changed") from None
+    return servers.get(name) if isinstance(servers, dict) else None
+
+
+def _append(text: str, table: str) -> str:
+    """`text` byte for byte, then the table after a blank line."""
+    text = text if not text or text.endswith("\n") else text + "\n"
+    return text + ("\n" if text.strip() and not text.endswith("\n\n") else "") + table
+
+
+PLANNERS: dict[str, Callable[[Path, str, list[str], bool], list[Planned]]] = {
+    "claude": _claude,
+    "opencode": _opencode,
+    "cursor": _editor(".cursor/mcp.json", "mcpServers", {}, WORKSPACE_ROOT),
+    "vscode": _editor(".vscode/mcp.json", "servers", {"type": "stdio"}, WORKSPACE_ROOT),
+    "codex": _codex,
+    "gemini": _editor(".gemini/settings.json", "mcpServers", {}, []),
+    "desktop": _desktop,
+}
+
+
+# Merging into JSON.
+
+
+def _put_entry(data: dict, keys: list[str], name: str, entry: dict, force: bool, path: Path) -> list[str]:
+    """Put our server entry at data[keys...][name]; one the person has that differs stays unless force."""
+    table = data
+    for key in keys:
+        table = table.setdefault(key, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: {'.'.join(keys)} must be a JSON object; fix it by hand, nothing was changed")
+    if table.get(name) not in (None, entry) and not force:
+        return _kept(name, path)
+    table[name] = entry
+    return []
+
+
+def _kept(name: str, path: Path, what: str = "entry") -> list[str]:
+    return [f"kept your existing {name} {what} in {path} (differs from ours; --force replaces it)"]
+
+
+def _put_hooks(settings: dict, argv: list[str], force: bool, path: Path) -> list[str]:
+    """One command handler per event; the person's other handlers and groups stay as they are."""
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigError(f"{path}: hooks must be a JSON object; fix it by hand, nothing was changed")
+    notes = []
+    for event, matcher in CLAUDE_HOOKS.items():
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise ConfigError(f"{path}: hooks.{event} must be a JSON array; fix it by hand, nothing was changed")
+        handler = {
+            "type": "command",
+            "command": shlex.join([*argv, "hook", "claude", event]),
+            "timeout": HOOK_TIMEOUT_SECONDS,
+        }
+        notes += _put_handler(groups, handler, event, matcher, force, path)
+    return notes
+
+
+def _put_handler(groups: list, handler: dict, event: str, matcher: str | None, force: bool, path: Path) -> list[str]:
+    for group in groups:
+        handlers = group.get("hooks") if isinstance(group, dict) else None
+        for i, existing in enumerate(handlers if isinstance(handlers, list) else []):
+            if not _is_ours(existing, event):
+                continue
+            if existing != handler and not force:
+                return _kept(event, path, "hook")
+            handlers[i] = handler
+            return []
+    groups.append({"matcher": matcher, "hooks": [handler]} if matcher else {"hooks": [handler]})
+    return []
+
+
+def _is_ours(handler: Any, event: str) -> bool:
+    """Ours runs `... hook claude EVENT`, whatever starts abilities-mcp (string or exec form)."""
+    if not isinstance(handler, dict):
+        return False
+    if isinstance(handler.get("args"), list):
+        words = [str(w) for w in handler["args"][-3:]]
+    else:
+        words = handler.get("command", "").split()[-3:] if isinstance(handler.get("command"), str) else []
+    same_event = len(words) == 3 and event_name("claude", words[2]) == event
+    return same_event and words[:2] == ["hook", "claude"]
+
+
+def _plan_entry(path: Path, keys: list[str], name: str, entry: dict, force: bool) -> Planned:
+    return _plan_json(path, lambda data: _put_entry(data, keys, name, entry, force, path))
+
+
+def _plan_json(path: Path, merge: Callable[[dict], list[str]], new_file: dict | None = None) -> Planned:
+    """The file after `merge`; unchanged when merge changed nothing, refused when a rewrite would lose comments."""
+    old = _read_text(path)
+    data, strict = _load_json(path, old) if old.strip() else (copy.deepcopy(new_file or {}), True)
+    before = copy.deepcopy(data)
+    notes = merge(data)
+    if data == before:
+        return Planned(path, old, old, notes)
+    if not strict:
+        raise ConfigError(
+            f"{path} has comments or trailing commas, which a rewrite would lose, so init changed nothing; "
+            f"merge this into it by hand:\n{json.dumps(_added(before, data), indent=2)}"
+        )
+    indent = indentation(old) if old else 2
+    return Planned(path, old, json.dumps(data, indent=indent, ensure_ascii=False) + "\n", notes)
+
+
+def _load_json(path: Path, text: str) -> tuple[dict, bool]:
+    """The file's object, and whether it is plain JSON (False: JSONC, readable once comments are dropped)."""
+    data, problems = parse_json(text, path)
+    strict = not problems
+    if problems:
+        lenient = _JSONC_COMMA.sub(_keep_strings, _JSONC_COMMENT.sub(_keep_strings, text))
+        data, others = parse_json(lenient, path)
+        if others:
+            raise ConfigError(f"{problems[0]}; nothing was changed")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a JSON object; fix it by hand, nothing was changed")
+    return data, strict
+
+
+def _keep_strings(match: re.Match[str]) -> str:
+    return match.group() if match.group().startswith('"') else ""
+
+
+def _added(before: Any, after: dict) -> dict:
+    """The part of `after` that `before` lacks or has otherwise: what to merge by hand."""
+    old = before if isinstance(before, dict) else {}
+    return {
+        k: _added(old[k], v) if isinstance(v, dict) and isinstance(old.get(k), dict) else v
+        for k, v in after.items()
+        if old.get(k) != v
+    }
+
+
+# Reading, showing and writing.
+
+
+def _read_text(path: Path) -> str:
+    """The file's text with its line endings as they are; "" when it does not exist."""
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Cannot read {path}: {exc}; nothing was changed") from None
+
+
+def _apply(plan: Planned, dry_run: bool) -> None:
+    if plan.new == plan.old:
+        print(f"unchanged {plan.path}")
+    elif dry_run:
+        old, new = plan.old.splitlines(), plan.new.splitlines()
+        print("\n".join(difflib.unified_diff(old, new, str(plan.path), str(plan.path), lineterm="")))
+    else:
+        write_atomically(plan.path, plan.new)
+        print(f"wrote {plan.path}")
+    for note in plan.notes:
+        print(note)

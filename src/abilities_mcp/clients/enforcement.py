@@ -1,0 +1,280 @@
+"""What a live run lets the client's own tools do (DESIGN §7), and whether the agent may stop.
+
+- strict: only this server's tools, read-only tools and the current step's tools; Stop is blocked while the agent
+  or a script must act.
+- normal: destructive tools (Bash, Write, Edit, ..., other servers' tools that change things) are blocked unless
+  the step allows them; Stop is allowed.
+- loose: nothing is blocked; the step is given to the model as context.
+
+A step's tools by type: script, approval and decision: none (wait); agent: the subagent tool (Task) and the
+subagent's own calls; skill: the Skill tool; plus the step's `tools:`; a workflow step: its child's step.
+Pure functions, stdlib only: the hook runs them on every tool call.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from ..prerequisites.gates import tool_matches
+from .position import Position
+
+# This server's tools: always allowed (they are how the agent moves the run on). A test holds this to the server.
+OWN_TOOLS = (
+    "ability_list",
+    "ability_validate",
+    "ability_match",
+    "ability_run",
+    "ability_status",
+    "ability_step_complete",
+    "ability_approve",
+    "ability_decide",
+    "ability_cancel",
+    "ability_resume",
+    "ability_history",
+    "skill_list",
+    "skill_route",
+    "skill_load",
+    "skill_read",
+    "workflow_list",
+    "workflow_check",
+    "workflow_record",
+    "workflow_status",
+    "workflow_reset",
+)
+# Client tools that change nothing (Claude Code's and OpenCode's names, compared case-insensitively).
+READ_ONLY = {
+    "read",
+    "glob",
+    "grep",
+    "ls",
+    "list",
+    "notebookread",
+    "webfetch",
+    "websearch",
+    "codesearch",
+    "todoread",
+    "todowrite",
+    "bashoutput",
+    "listmcpresourcestool",
+    "readmcpresourcetool",
+    "toolsearch",
+    "askuserquestion",
+    "question",
+    "lsp",
+    "taskoutput",  # Claude Code's task list and background-task output: bookkeeping, not changes
+    "taskcreate",
+    "taskupdate",
+    "tasklist",
+    "taskget",
+    "enterplanmode",
+    "exitplanmode",
+}
+# Client tools that change files or run commands: what `normal` blocks.
+DESTRUCTIVE = {"bash", "write", "edit", "multiedit", "notebookedit", "patch", "apply_patch", "killshell"}
+DELEGATE = {"task", "agent"}  # hands work to a subagent (Claude Code calls it Agent since 2.1.63, Task before)
+SKILL = {"skill"}
+# Another server's tool is read-only when its name starts with one of these verbs (its annotations are not
+# visible to a hook); any other tool of another server counts as one that changes things.
+READ_VERBS = {"get", "list", "read", "search", "find", "describe", "inspect", "show", "view", "lookup", "count"}
+# ... unless a word of its name says it also changes something (find_and_replace, get_or_create_user).
+WRITE_WORDS = {
+    "create",
+    "update",
+    "delete",
+    "remove",
+    "replace",
+    "write",
+    "set",
+    "insert",
+    "drop",
+    "execute",
+    "run",
+    "send",
+    "post",
+    "put",
+    "patch",
+    "push",
+    "merge",
+    "move",
+    "rename",
+    "apply",
+    "kill",
+    "add",
+    "edit",
+    "modify",
+    "upsert",
+}
+_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+class Verdict(NamedTuple):
+    """The hook's answer for one tool call: deny with a reason, or allow (with context for the model, maybe)."""
+
+    decision: str  # allow | deny
+    reason: str = ""  # why it was denied
+    context: str = ""  # what the model should know even though the call goes ahead
+
+
+ALLOW = Verdict("allow")
+
+
+def kind(tool: str) -> str:
+    """own | read | delegate | skill | destructive | other."""
+    name = tool.lower()
+    if any(tool_matches(tool, own) for own in OWN_TOOLS):
+        return "own"
+    for group, names in (("read", READ_ONLY), ("destructive", DESTRUCTIVE), ("delegate", DELEGATE), ("skill", SKILL)):
+        if name in names:
+            return group
+    server_tool = _server_tool(tool)
+    if server_tool is None:
+        return "other"
+    words = [w.lower() for w in _WORDS.findall(server_tool)]
+    reads = bool(words) and words[0] in READ_VERBS and not WRITE_WORDS.intersection(words)
+    return "read" if reads else "destructive"
+
+
+def _server_tool(tool: str) -> str | None:
+    """The tool's own name when it is another server's (Claude Code mcp__s__t, OpenCode s_t), else None."""
+    if tool.startswith("mcp__"):
+        return tool.split("__", 2)[-1]
+    if "_" in tool:
+        return tool.split("_", 1)[1]  # OpenCode <server>_<tool>: a server name with "_" in it reads as not read-only
+    return None
+
+
+def step_allows(position: Position, tool: str, subagent: str | None = None, skill: str | None = None) -> bool:
+    """Whether the current step itself lets this tool run (its type's tools, its `tools:`, its subagent, its skill).
+    A skill tool call that does not say which skill it loads is given the benefit of the doubt."""
+    if any(_tool_pattern(pattern, tool) for pattern in position.tools):
+        return True
+    if position.waits_for_person or not position.waits_for_agent:
+        return False
+    if position.step_type == "agent":
+        if kind(tool) == "delegate":
+            return True
+        if subagent is None:
+            return False
+        wanted, name = (position.agent or "").lower(), _unqualified(subagent)
+        return not wanted or name == wanted
+    if position.step_type != "skill" or kind(tool) != "skill":
+        return False
+    return skill is None or not position.skill or _unqualified(skill) == position.skill.lower()
+
+
+def _unqualified(name: str) -> str:
+    """A subagent or skill name without its plugin's prefix (plugin:reviewer)."""
+    return name.lower().rsplit(":", 1)[-1]
+
+
+def _tool_pattern(pattern: str, tool: str) -> bool:
+    """A step's `tools:` entry: a name (bare or namespaced, as in workflows.json) or a glob like mcp__db__*."""
+    if "*" not in pattern:
+        return tool_matches(tool, pattern)
+    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
+    return re.fullmatch(regex, tool, re.IGNORECASE) is not None
+
+
+def tool_verdict(position: Position, tool: str, subagent: str | None = None, skill: str | None = None) -> Verdict:
+    """May `tool` run while the run is where it is? (subagent: who calls it; skill: what a skill tool loads)"""
+    tool_kind = kind(tool)
+    if tool_kind == "own":
+        return ALLOW
+    if not position.owner_alive:
+        return Verdict("allow", context=interrupted(position))
+    allowed = tool_kind == "read" or step_allows(position, tool, subagent, skill)
+    if position.enforcement == "loose":
+        return (
+            ALLOW
+            if allowed
+            else Verdict("allow", context=f"{where(position)} {tool} is not part of it. " + next_move(position))
+        )
+    if allowed or (position.enforcement == "normal" and tool_kind != "destructive"):
+        return ALLOW
+    return Verdict("deny", reason=denial(position, tool))
+
+
+def denial(position: Position, tool: str) -> str:
+    """Why a tool is refused: the step, what it allows, and the legal next move."""
+    level = "strict" if position.enforcement == "strict" else "normal"
+    return (
+        f"abilities-mcp: {tool} is not allowed now. {where(position)} Under {level} enforcement this step allows "
+        f"{allowed_now(position)}. {next_move(position)}"
+    )
+
+
+def where(position: Position) -> str:
+    run = position.run_id
+    if position.inner_run != run:
+        run += f" (child run {position.inner_run})"
+    if position.step_id is None:
+        return f"Run {run} of ability {position.ability!r} is between steps."
+    what = f" - {position.description}" if position.description else ""
+    return f"Run {run} of ability {position.ability!r} is at step {position.step_id!r} ({position.step_type}{what})."
+
+
+def allowed_now(position: Position) -> str:
+    parts = ["this server's ability_*/skill_*/workflow_* tools", "read-only tools"]
+    if position.waits_for_agent and position.step_type == "agent":
+        parts.append(f"Task (delegating to {position.agent!r}) and that subagent's calls" if position.agent else "Task")
+    if position.waits_for_agent and position.step_type == "skill":
+        parts.append(f"Skill (loading {position.skill!r})" if position.skill else "Skill")
+    if position.tools:
+        parts.append("the step's tools: " + ", ".join(position.tools))
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def next_move(position: Position) -> str:
+    """The legal next call, said for the model."""
+    rid = position.inner_run
+    if position.waits_for_person:
+        question = position.question or {}
+        command = (
+            f"abilities-mcp decide {rid} retry|continue|stop"
+            if question.get("kind") == "decision" or position.status == "awaiting_decision"
+            else f"abilities-mcp approve {rid}"
+        )
+        return (
+            f"A person must answer first: ask the user to answer the form their client shows or to run `{command}` "
+            f"in a terminal, then call ability_status(run_id={rid!r}, wait_seconds=60)."
+        )
+    if position.waits_for_agent and position.step_id:
+        return (
+            f"Do this step with the tools it allows, then call ability_step_complete(run_id={rid!r}, "
+            f"step_id={position.step_id!r}, output=<your result>); or ability_cancel(run_id={position.run_id!r}). "
+            "(The ability's author can allow more tools with `tools:` on the step.)"
+        )
+    return (
+        f"The server is running it; call ability_status(run_id={rid!r}, wait_seconds=30) to wait for the next step, "
+        f"or ability_cancel(run_id={position.run_id!r})."
+    )
+
+
+def interrupted(position: Position) -> str:
+    return (
+        f"abilities-mcp: run {position.run_id} of ability {position.ability!r} was interrupted (its server stopped); "
+        f"resume it with ability_resume(run_id={position.run_id!r}) or cancel it with ability_cancel."
+    )
+
+
+class StopVerdict(NamedTuple):
+    """Whether the agent may end its turn, and what the model (reason) or the person (message) is told."""
+
+    block: bool
+    reason: str = ""  # to the model, when blocked
+    message: str = ""  # to the person
+
+
+def stop_verdict(position: Position | None, stop_hook_active: bool) -> StopVerdict:
+    """Strict runs keep the agent working while it or a script must act; a person's turn lets it stop."""
+    if position is None or not position.owner_alive:
+        return StopVerdict(False)
+    if position.waits_for_person:
+        return StopVerdict(False, message=f"{where(position)} {next_move(position)}")
+    if position.enforcement != "strict":
+        return StopVerdict(False, message=f"{where(position)} The run is still open.")
+    reason = f"{where(position)} The run is not finished. {next_move(position)}"
+    if stop_hook_active:  # blocked once already: Claude Code would loop (and override after 8 blocks)
+        return StopVerdict(False, message=reason)
+    return StopVerdict(True, reason=reason)

@@ -1,0 +1,394 @@
+"""`abilities-mcp hook CLIENT EVENT`: the server's gates applied to the client's own tool calls (DESIGN §6, §7).
+
+The client runs this before and after every tool call, on each prompt, at session start and when the agent would
+stop. It reads the client's JSON on stdin, looks at the shared state file (the session's live run and recorded
+prerequisites) and workflows.json, and answers on stdout in the client's format. Stdout carries nothing else.
+
+    before: a live run's step gate (enforcement.py), then workflows.json (gates.py): deny, ask, or context
+    after:  record a prerequisite that ran (sessions.py), so calling it counts without workflow_record
+    prompt: the live run's step, the abilities that fit the prompt, the workflows its words point at
+    start:  the live run (after compaction or resume) and a short catalog
+    stop:   block while a strict run waits for the agent or a script; never twice in a row
+
+Failure policy: a strict gate that cannot read its state refuses (exit 2, the reason on stderr: Claude Code gives
+it to the model, the OpenCode plugin throws it); any other failure lets the call through (exit 1, the reason on
+stderr). Stdlib only, no mcp and no pydantic: a Python starts for every tool call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+from typing import IO, Any, NamedTuple
+
+from ..prerequisites.gates import RECORDED_BY_HOOK, check, tool_matches
+from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV, SessionState
+from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_workflows
+from ..state.database import Database
+from ..state.project import Project
+from .enforcement import Verdict, kind, next_move, stop_verdict, tool_verdict, where
+from .position import Position, find
+
+EVENTS = {
+    "claude": ("PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"),
+    "opencode": ("tool-before", "tool-after"),
+}
+# Each client's event names in our terms.
+KINDS = {
+    "PreToolUse": "before",
+    "PostToolUse": "after",
+    "UserPromptSubmit": "prompt",
+    "SessionStart": "start",
+    "Stop": "stop",
+    "tool-before": "before",
+    "tool-after": "after",
+}
+# Claude Code cuts hook output strings here.
+MAX_OUTPUT_CHARS = 10_000
+# Permission modes in which Claude Code asks the person; elsewhere a `warn` workflow only tells the model.
+ASKING_MODES = {"default", "acceptEdits", "plan"}
+# Exit codes: 2 makes the client refuse the call; 1 is an error the client reports and goes on from.
+DENY_EXIT, FAIL_OPEN_EXIT = 2, 1
+
+
+class StateUnreadable(Exception):
+    """A strict gate could not read what it needs: the call is refused (exit 2) with this reason."""
+
+
+class Call(NamedTuple):
+    """One hook event, in the same terms whichever client sent it."""
+
+    client: str
+    kind: str  # before | after | prompt | start | stop
+    session_id: str
+    tool: str
+    result: str | None  # what the tool returned (after)
+    prompt: str
+    subagent: str | None  # the subagent making the call, if one is
+    stop_hook_active: bool
+    permission_mode: str
+    source: str  # SessionStart: startup | resume | clear | compact
+    cwd: str
+    skill: str | None = None  # the skill a skill tool call loads, when it says
+
+
+class Answer(NamedTuple):
+    """What the hook says; empty fields say nothing."""
+
+    deny: str = ""  # refuse the tool call, telling the model why
+    ask: str = ""  # let the person decide (Claude Code), telling them why
+    context: str = ""  # for the model, the call going ahead
+    block_stop: str = ""  # keep the agent working, telling it why
+    message: str = ""  # for the person
+
+
+def main(
+    client: str,
+    event: str,
+    project: Project | None = None,
+    session_ttl: float | None = None,
+    stdin: IO[str] | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+) -> int:
+    """Answer one event; returns the exit code."""
+    stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
+    name = event_name(client, event)
+    if name is None:
+        known = "; ".join(f"{c}: {', '.join(e)}" for c, e in EVENTS.items())
+        print(f"abilities-mcp hook: unknown client or event {client!r} {event!r}; use {known}", file=stderr)
+        return FAIL_OPEN_EXIT
+    try:
+        call = parse(client, KINDS[name], json.loads(stdin.read() or "{}"))
+        hook = Hook(call, project or _project(call), session_ttl)
+        answer = HANDLERS[call.kind](hook)
+    except StateUnreadable as exc:
+        print(exc, file=stderr)
+        return DENY_EXIT
+    except Exception as exc:  # noqa: BLE001 - the failure policy: anything else fails open, said on stderr
+        print(
+            f"abilities-mcp hook {client} {event}: {type(exc).__name__}: {exc}; the call was let through", file=stderr
+        )
+        return FAIL_OPEN_EXIT
+    return render(client, name, answer, stdout, stderr)
+
+
+def event_name(client: str, event: str) -> str | None:
+    """The event's canonical name; Claude Code's may also be written kebab-case (pre-tool-use)."""
+    wanted = event.replace("-", "").replace("_", "").lower()
+    for known in EVENTS.get(client, ()):
+        if known == event or (client == "claude" and known.lower() == wanted):
+            return known
+    return None
+
+
+def parse(client: str, kind: str, data: Any) -> Call:
+    """The client's JSON in our terms."""
+    if not isinstance(data, dict):
+        raise ValueError("the hook input must be a JSON object")
+    if client == "opencode":
+        return Call(
+            client,
+            kind,
+            str(data.get("sessionID") or ""),
+            str(data.get("tool") or ""),
+            _text(data.get("output")),
+            "",
+            None,
+            False,
+            "",
+            "",
+            str(data.get("cwd") or ""),
+            _skill(data, "tool", "args", "name"),  # OpenCode's skill tool: {name}
+        )
+    return Call(
+        client,
+        kind,
+        str(data.get("session_id") or ""),
+        str(data.get("tool_name") or ""),
+        _text(data.get("tool_response")),
+        str(data.get("prompt") or ""),
+        _subagent(data),
+        bool(data.get("stop_hook_active")),
+        str(data.get("permission_mode") or "default"),
+        str(data.get("source") or ""),
+        str(data.get("cwd") or ""),
+        _skill(data, "tool_name", "tool_input", "skill"),  # Claude Code's Skill tool: {skill, args}
+    )
+
+
+def _skill(data: dict[str, Any], tool_key: str, arguments_key: str, name_key: str) -> str | None:
+    """The skill a skill tool call loads, when the call is one and says which."""
+    arguments = data.get(arguments_key)
+    if kind(str(data.get(tool_key) or "")) != "skill" or not isinstance(arguments, dict):
+        return None
+    value = arguments.get(name_key)
+    return value if isinstance(value, str) and value else None
+
+
+def _subagent(data: dict[str, Any]) -> str | None:
+    """The subagent making the call: Claude Code sends agent_id only from inside one (agent_type alone means the
+    whole session runs as that agent, `claude --agent X`)."""
+    if not data.get("agent_id"):
+        return None
+    return str(data.get("agent_type") or "")
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _project(call: Call) -> Project:
+    """DESIGN §2's root, with the client's working directory where a server would use its own."""
+    env = os.environ
+    return Project.resolve(env.get("ABILITIES_ROOT") or env.get("CLAUDE_PROJECT_DIR") or call.cwd or None)
+
+
+class Hook:
+    """One event against the project's state, read lazily: most tool calls need no database at all."""
+
+    def __init__(self, call: Call, project: Project, session_ttl: float | None = None):
+        self.call = call
+        self.project = project
+        self.ttl = session_ttl if session_ttl is not None else _ttl_from_env()
+        self._db: Database | None = None
+        self._workflows: WorkflowSet | None = None
+
+    @property
+    def workflows(self) -> WorkflowSet:
+        if self._workflows is None:
+            self._workflows = read_workflows(self.project.workflows_file, self.project.root / TOOL_CACHE)
+        return self._workflows
+
+    def database(self) -> Database:
+        if self._db is None:
+            self._db = Database(self.project.state_db, accept_newer=True)
+        return self._db
+
+    def position(self) -> Position | None:
+        """The session's live run; None when there is none (or no state file yet)."""
+        if not self.project.state_db.exists():
+            return None
+        if self.call.client == "opencode":  # one OpenCode process hosts many sessions, each id stable: no fallback
+            return find(self.database().db, [self.call.session_id])
+        sessions = [self.call.session_id, os.environ.get("CLAUDE_CODE_SESSION_ID", "")]
+        return find(self.database().db, sessions, os.getpid())
+
+    def session(self) -> SessionState:
+        return SessionState(self.database(), self.ttl)
+
+
+def _ttl_from_env() -> float:
+    text = os.environ.get(TTL_ENV)
+    if not text:
+        return DEFAULT_TTL_SECONDS
+    from ..durations import parse_duration
+
+    return parse_duration(text)
+
+
+def before(hook: Hook) -> Answer:
+    """A tool is about to run: the live run's step decides first, then workflows.json."""
+    tool = hook.call.tool
+    if not tool or kind(tool) == "own":
+        return Answer()
+    verdict = _step_verdict(hook, tool)
+    if verdict.decision == "deny":
+        return Answer(deny=verdict.reason)
+    gate = _workflow_answer(hook, tool)
+    return gate._replace(context=_joined(verdict.context, gate.context))
+
+
+def _step_verdict(hook: Hook, tool: str) -> Verdict:
+    try:
+        position = hook.position()
+    except (sqlite3.Error, OSError, RuntimeError) as exc:
+        if kind(tool) == "read":
+            return Verdict("allow")
+        raise StateUnreadable(
+            f"abilities-mcp: {tool} refused: the state file {hook.project.state_db} cannot be read ({exc}), so the "
+            "hook cannot tell whether a strict run is waiting. Read-only tools still work. Fix or move the file "
+            "(`abilities-mcp status` shows the error), then try again."
+        ) from exc
+    return Verdict("allow") if position is None else tool_verdict(position, tool, hook.call.subagent, hook.call.skill)
+
+
+def _workflow_answer(hook: Hook, tool: str) -> Answer:
+    """workflows.json for this tool: deny for enforce, ask (or tell) for warn, tell for suggest."""
+    found = hook.workflows
+    unrecorded = check(found, tool, "", {})
+    if not unrecorded.matched:
+        return Answer()  # no workflow triggers on this tool: no state needed
+    try:
+        done = hook.session().done(hook.call.session_id)
+    except (sqlite3.Error, OSError, RuntimeError) as exc:
+        if unrecorded.verdict == "deny":
+            raise StateUnreadable(
+                f"abilities-mcp: {tool} refused: an enforced workflow needs this session's recorded steps, and "
+                f"{hook.project.state_db} cannot be read ({exc}). Fix or move the file, then try again."
+            ) from exc
+        raise
+    result = check(found, tool, "", done, how=RECORDED_BY_HOOK)
+    text = f"abilities-mcp: {result.message}"
+    if result.verdict == "deny":
+        return Answer(deny=text)
+    if result.verdict == "warn":
+        asks = hook.call.client == "claude" and hook.call.permission_mode in ASKING_MODES
+        return Answer(ask=text, context=text) if asks else Answer(context=text)
+    return Answer(context=text) if result.verdict == "suggest" else Answer()
+
+
+def after(hook: Hook) -> Answer:
+    """A tool ran: if a workflow lists it, record it for this session (in order, where the workflow enforces)."""
+    tool = hook.call.tool
+    listed = [w for w in hook.workflows.enabled() if any(tool_matches(tool, p.tool) for p in w.prerequisites)]
+    if not tool or kind(tool) == "own" or not listed or not hook.call.session_id:
+        return Answer()
+    plan = hook.session().record(hook.call.session_id, hook.workflows, tool, hook.call.result)
+    notes = [
+        f"abilities-mcp: {tool} ran before {earlier.tool} (step {earlier.step} of {workflow.name}, which is "
+        f"enforced in order), so it does not count yet: call {earlier.tool}, then {tool} again."
+        for workflow, _step, earlier in plan.refused
+    ]
+    return Answer(context="\n".join(notes))
+
+
+def prompt(hook: Hook) -> Answer:
+    """A prompt was sent: the live run's step, the abilities that fit, the workflows its words point at."""
+    from .briefing import abilities, suggest, suggestions_text
+
+    parts = [_run_note(hook.position())]
+    found = suggest(abilities(hook.project), hook.call.prompt) if hook.call.prompt.strip() else []
+    if found:
+        parts.append(suggestions_text(found))
+    parts.append(_keyword_note(hook))
+    return Answer(context=_joined(*parts))
+
+
+def _keyword_note(hook: Hook) -> str:
+    words = check(hook.workflows, "", hook.call.prompt, {})
+    pending = [m for m in words.matched if m.missing]
+    if not pending:
+        return ""
+    lines = ["abilities-mcp: this request touches tool prerequisites (workflows.json):"]
+    for m in pending:
+        steps = " -> ".join(p.tool for p in m.workflow.prerequisites if p.required)
+        lines.append(
+            f"- {m.workflow.name} ({m.workflow.mode}): before {', '.join(m.workflow.tools) or 'its tools'}, "
+            f"run {steps}."
+        )
+    return "\n".join(lines)
+
+
+def start(hook: Hook) -> Answer:
+    """A session started, resumed, was cleared or compacted: where the live run is, and what there is."""
+    from .briefing import abilities, catalog
+
+    return Answer(
+        context=_joined(_run_note(hook.position()), catalog(hook.project, abilities(hook.project), hook.workflows))
+    )
+
+
+def _run_note(position: Position | None) -> str:
+    if position is None:
+        return ""
+    return f"abilities-mcp: a run is live in this session. {where(position)} {next_move(position)}"
+
+
+def stop(hook: Hook) -> Answer:
+    """The agent would end its turn: not while a strict run waits for it (or runs a script), and never twice."""
+    verdict = stop_verdict(hook.position(), hook.call.stop_hook_active)
+    return Answer(block_stop=verdict.reason if verdict.block else "", message=verdict.message)
+
+
+HANDLERS = {"before": before, "after": after, "prompt": prompt, "start": start, "stop": stop}
+
+
+def _joined(*parts: str) -> str:
+    return "\n\n".join(p for p in parts if p)
+
+
+def render(client: str, event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
+    """The answer in the client's format; returns the exit code."""
+    if client == "opencode":
+        return _render_opencode(answer, stdout, stderr)
+    out = _claude_output(event, answer)
+    if out:
+        stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+    return 0
+
+
+def _claude_output(event: str, answer: Answer) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    specific: dict[str, Any] = {"hookEventName": event}
+    if answer.deny:
+        specific |= {"permissionDecision": "deny", "permissionDecisionReason": _cut(answer.deny)}
+    elif answer.ask:
+        specific |= {"permissionDecision": "ask", "permissionDecisionReason": _cut(answer.ask)}
+    if answer.context and not answer.deny and event != "Stop":
+        specific["additionalContext"] = _cut(answer.context)
+    if len(specific) > 1:
+        out["hookSpecificOutput"] = specific
+    if answer.block_stop:
+        out |= {"decision": "block", "reason": _cut(answer.block_stop)}
+    if answer.message:
+        out["systemMessage"] = _cut(answer.message)
+    return out
+
+
+def _render_opencode(answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
+    if answer.deny:
+        print(answer.deny, file=stderr)
+        return DENY_EXIT
+    text = _joined(answer.context or answer.ask, answer.message)
+    if text:
+        stdout.write(json.dumps({"context": _cut(text)}, ensure_ascii=False) + "\n")
+    return 0
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_OUTPUT_CHARS else text[: MAX_OUTPUT_CHARS - 20] + " [... truncated]"

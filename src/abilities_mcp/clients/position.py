@@ -1,0 +1,138 @@
+"""Where a session's live run stands, read straight from the state file: the hook's view of a run (DESIGN §6, §7).
+
+The hook asks this on every tool call, so it reads a few rows with plain SQL: no engine, no pydantic. A workflow
+step's child run is followed down to the step that is current at the bottom.
+
+Which run is the session's: the newest live top-level run of the hook's session id. Claude Code gives a hook the
+new id after `/clear`, while its server keeps the id it was started with; so when the session has none, the run
+of a server started by the same client process counts (found through the process tree: the client is the first
+ancestor of both that is not a shell or a launcher). A run whose server died is not live: it is interrupted and
+waits for `ability_resume`, so it gates nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, NamedTuple
+
+from ..state.owners import client_of, owner_alive
+
+LIVE = ("pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision")
+# Nested abilities are at most this deep (a guard against a cycle in a damaged file, not a product limit).
+MAX_NESTING = 16
+_RUN_COLUMNS = "run_id, ability, session_id, status, enforcement, definition, question, owner_pid, owner_start"
+_STRICTNESS = ("loose", "normal", "strict")
+
+
+class Position(NamedTuple):
+    """A live run and the step it is at (the innermost one, through child runs)."""
+
+    run_id: str  # the top-level run: the one to cancel
+    ability: str
+    enforcement: str  # the strictest along the chain of runs: a child cannot loosen its parent
+    status: str  # the innermost run's status
+    inner_run: str  # the run the current step belongs to
+    step_id: str | None  # None between steps
+    step_type: str | None  # script, agent, skill, workflow; approval or decision while a person is asked
+    description: str | None
+    agent: str | None  # the agent an agent step names
+    skill: str | None  # the skill a skill step names
+    tools: tuple[str, ...]  # the client tools the step itself allows (its `tools:`)
+    question: dict[str, Any] | None  # what a person is asked, while the run waits for one
+    owner_alive: bool
+
+    @property
+    def waits_for_person(self) -> bool:
+        return self.status in ("awaiting_approval", "awaiting_decision") or self.question is not None
+
+    @property
+    def waits_for_agent(self) -> bool:
+        return self.status == "awaiting_agent"
+
+
+def find(db: sqlite3.Connection, session_ids: list[str], client_pid: int | None = None) -> Position | None:
+    """The session's live run, or (failing that) the live run of a server started by the same client."""
+    for session_id in dict.fromkeys(s for s in session_ids if s):
+        row = db.execute(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_run IS NULL AND session_id=? "
+            f"AND status IN ({','.join('?' * len(LIVE))}) ORDER BY started_at DESC, rowid DESC LIMIT 1",
+            (session_id, *LIVE),
+        ).fetchone()
+        if row is not None:
+            return locate(db, row)
+    client = client_of(client_pid) if client_pid else None
+    if client is None:
+        return None
+    rows = db.execute(
+        f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_run IS NULL AND status IN ({','.join('?' * len(LIVE))}) "
+        "ORDER BY started_at DESC, rowid DESC",
+        LIVE,
+    ).fetchall()
+    for row in rows:
+        if row["owner_pid"] and owner_alive(row["owner_pid"], row["owner_start"]):
+            if client_of(row["owner_pid"]) == client:
+                return locate(db, row)
+    return None
+
+
+def locate(db: sqlite3.Connection, top: sqlite3.Row) -> Position:
+    """The step a top-level run is at, following workflow steps into their live child runs."""
+    run, enforcement = top, top["enforcement"]
+    for _ in range(MAX_NESTING):
+        # With `parallel: true` a script may run beside the step that waits: the waiting one is the agent's.
+        step = db.execute(
+            "SELECT step_id, type, child_run FROM steps WHERE run_id=? AND status IN ('running', 'awaiting') "
+            "ORDER BY (status = 'awaiting') DESC, position LIMIT 1",
+            (run["run_id"],),
+        ).fetchone()
+        child = _live_child(db, step)
+        if child is None:
+            break
+        run = child
+        enforcement = max(enforcement, child["enforcement"], key=_strictness)
+    return _position(top, run, step, enforcement)
+
+
+def _live_child(db: sqlite3.Connection, step: sqlite3.Row | None) -> sqlite3.Row | None:
+    if step is None or step["type"] != "workflow" or not step["child_run"]:
+        return None
+    return db.execute(
+        f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id=? AND status IN ({','.join('?' * len(LIVE))})",
+        (step["child_run"], *LIVE),
+    ).fetchone()
+
+
+def _position(top: sqlite3.Row, run: sqlite3.Row, step: sqlite3.Row | None, enforcement: str) -> Position:
+    question = json.loads(run["question"]) if run["question"] else None
+    step_id = question.get("step_id") if question else (step["step_id"] if step else None)
+    spec = _step_spec(run["definition"], step_id)
+    step_type = step["type"] if step else None
+    if question is not None:
+        step_type = "decision" if question.get("kind") == "decision" else "approval"
+    return Position(
+        run_id=top["run_id"],
+        ability=top["ability"],
+        enforcement=enforcement,
+        status=run["status"],
+        inner_run=run["run_id"],
+        step_id=step_id,
+        step_type=step_type,
+        description=spec.get("description"),
+        agent=spec.get("agent"),
+        skill=spec.get("skill"),
+        tools=tuple(t for t in spec.get("tools") or () if isinstance(t, str)),
+        question=question,
+        owner_alive=bool(top["owner_pid"]) and owner_alive(top["owner_pid"], top["owner_start"]),
+    )
+
+
+def _step_spec(definition: str, step_id: str | None) -> dict[str, Any]:
+    if step_id is None:
+        return {}
+    steps = json.loads(definition).get("steps") or []
+    return next((s for s in steps if isinstance(s, dict) and s.get("id") == step_id), {})
+
+
+def _strictness(level: str) -> int:
+    return _STRICTNESS.index(level) if level in _STRICTNESS else len(_STRICTNESS)  # unknown: treat as strictest

@@ -1,0 +1,33 @@
+"""Crash recovery: runs a dead server left live become `interrupted`, and their leftover processes die."""
+
+from __future__ import annotations
+
+from ..state.store import Store
+from .machine import RunEvent, StepEvent, StepState, apply_run, apply_step
+from .process import kill_leftovers
+
+
+def recover_orphans(store: Store) -> list[str]:
+    """Mark every run whose owner process is gone `interrupted`; returns their ids."""
+    recovered = []
+    for run in store.orphaned_runs():
+        error = (
+            f"the server running it (pid {run.owner_pid}) stopped; continue with ability_resume(run_id={run.run_id!r})"
+        )
+        if not store.claim_orphan(run, apply_run(run.status, RunEvent.INTERRUPT), error):
+            continue  # another process recovered or adopted it first
+        for step in run.steps:
+            if step.status in (StepState.RUNNING, StepState.AWAITING):
+                if step.pgid:
+                    kill_leftovers(step.pgid, f"{run.run_id}:{step.step_id}")
+                status = apply_step(step.status, StepEvent.CANCEL)
+                store.update_step(
+                    run.run_id,
+                    step.step_id,
+                    StepEvent.CANCEL,
+                    "interrupted",
+                    status=status,
+                    error="interrupted: the server stopped while this step ran",
+                )
+        recovered.append(run.run_id)
+    return recovered

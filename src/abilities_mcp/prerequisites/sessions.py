@@ -1,0 +1,104 @@
+"""Each session's recorded prerequisites (DESIGN §6), in the shared SQLite file.
+
+Once per session per workflow; results cut to 200 characters; the state expires a set time after the session
+started (24 hours unless configured) and a session that comes back after that starts over. The server and the
+hook record from different processes: every read-check-write happens in one IMMEDIATE transaction, so two
+recorders queue and neither loses the other's record. Stdlib only (the hook's path).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+from ..state.database import Database
+from .gates import Done, RecordPlan, plan_record
+from .workflows import WorkflowSet
+
+DEFAULT_TTL_SECONDS = 24 * 3600.0
+TTL_ENV = "ABILITIES_SESSION_TTL"
+# Result summaries are kept this short (the skill-manager's session rule).
+MAX_RESULT_CHARS = 200
+# Sessions untouched this long after they expired are deleted (their state is gone anyway).
+FORGET_AFTER_SECONDS = 7 * 86400.0
+
+
+class Completion(NamedTuple):
+    """One prerequisite recorded in a session."""
+
+    workflow: str
+    step: int
+    tool: str
+    result: str | None
+    at: float
+
+
+class SessionInfo(NamedTuple):
+    session_id: str
+    started_at: float
+    expires_at: float
+
+
+class SessionState:
+    """Recorded prerequisites per session and workflow."""
+
+    def __init__(self, store: Database, ttl_seconds: float = DEFAULT_TTL_SECONDS):
+        self.store = store
+        self.ttl = ttl_seconds
+
+    def session(self, session_id: str) -> SessionInfo:
+        """The session's clock, started at first use; an expired session is cleared and starts again now."""
+        row = self._row(session_id)
+        if row is None or row[0] + self.ttl <= time.time():
+            with self.store.transaction():
+                row = self._row(session_id)
+                if row is None or row[0] + self.ttl <= time.time():
+                    self._start(session_id)
+                    row = self._row(session_id)
+        return SessionInfo(session_id, row[0], row[0] + self.ttl)
+
+    def done(self, session_id: str) -> Done:
+        """workflow -> step -> Completion, for a live session (an expired one reads as empty)."""
+        self.session(session_id)
+        rows = self.store.db.execute(
+            "SELECT workflow, step, tool, result, at FROM prereq_done WHERE session_id=? ORDER BY at, rowid",
+            (session_id,),
+        )
+        out: Done = {}
+        for r in rows:
+            out.setdefault(r["workflow"], {})[r["step"]] = Completion(*tuple(r))
+        return out
+
+    def record(
+        self, session_id: str, workflows: WorkflowSet, tool: str, result: str | None = None, only: str | None = None
+    ) -> RecordPlan:
+        """Record a tool that ran in every workflow that lists it (in order; see gates.plan_record)."""
+        summary = None if result is None else result[:MAX_RESULT_CHARS]
+        with self.store.transaction() as db:
+            plan = plan_record(workflows, tool, self.done(session_id), only)  # done() renews an expired session
+            now = time.time()
+            db.executemany(
+                "INSERT OR IGNORE INTO prereq_done (session_id, workflow, step, tool, result, at) VALUES (?,?,?,?,?,?)",
+                [(session_id, w.name, p.step, p.tool, summary, now) for w, p in plan.record],
+            )
+        return plan
+
+    def reset(self, session_id: str, workflow: str | None = None) -> int:
+        """Forget what this session recorded (for one workflow, or all); returns how many steps were forgotten."""
+        with self.store.transaction() as db:
+            sql, args = "DELETE FROM prereq_done WHERE session_id=?", [session_id]
+            if workflow is not None:
+                sql, args = sql + " AND workflow=?", [*args, workflow]
+            return db.execute(sql, args).rowcount
+
+    def _row(self, session_id: str) -> tuple[float] | None:
+        row = self.store.db.execute("SELECT started_at FROM prereq_sessions WHERE session_id=?", (session_id,))
+        found = row.fetchone()
+        return None if found is None else (found[0],)
+
+    def _start(self, session_id: str) -> None:
+        db, now = self.store.db, time.time()
+        db.execute("DELETE FROM prereq_done WHERE session_id=?", (session_id,))
+        db.execute("INSERT OR REPLACE INTO prereq_sessions (session_id, started_at) VALUES (?, ?)", (session_id, now))
+        forget = now - max(self.ttl, DEFAULT_TTL_SECONDS) - FORGET_AFTER_SECONDS
+        db.execute("DELETE FROM prereq_sessions WHERE started_at < ?", (forget,))

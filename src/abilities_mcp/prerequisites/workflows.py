@@ -1,0 +1,455 @@
+"""workflows.json: before tool X may run, tools A, B, C must have run in this session (DESIGN §2, §5, §6).
+
+Read on every gate check, by the server and by the hook command, so this module is stdlib only. It reads the
+file into `Workflow`s, strictly enough that a workflow it accepts is one `abilities-mcp validate` accepts (the
+pydantic models in spec.py are the schema and give the editor-facing messages; a test holds the two
+to the same verdicts). Also here: the built-in templates and the tool-routing cache that gives tools a category.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..errors import Diagnostic, did_you_mean
+from ..state.project import Project, stamp
+
+MODES = ("enforce", "warn", "suggest")
+WORKFLOW_KEYS = {"enabled", "name", "description", "triggers", "prerequisites", "mode", "created_at"}
+TRIGGER_KEYS = {"category", "tools", "keywords"}
+PREREQUISITE_KEYS = {"step", "tool", "description", "required", "params"}
+# Top-level keys that are not workflows: editors point "$schema" at `abilities-mcp schema workflows`.
+META_KEYS = {"$schema"}
+# workflows.json bigger than this is refused: it is read on every tool call.
+MAX_FILE_BYTES = 1_000_000
+TOOL_CACHE = Path(".opencode") / "agent-skill-tools.json"
+
+# The built-in templates of @nano-step/skill-manager 4.0.0 (workflow-templates.json), verbatim.
+TEMPLATES: dict[str, dict[str, Any]] = {
+    "database": {
+        "name": "database-safe-query",
+        "description": "Inspect database structure before executing queries",
+        "triggers": {
+            "category": "database",
+            "tools": ["execute_query", "select_query"],
+            "keywords": ["query", "select", "insert", "update", "delete", "sql"],
+        },
+        "prerequisites": [
+            {
+                "step": 1,
+                "tool": "list_databases",
+                "description": "List available databases to know what's accessible",
+                "required": True,
+            },  # noqa: E501
+            {"step": 2, "tool": "list_tables", "description": "List tables in the target database", "required": True},
+            {
+                "step": 3,
+                "tool": "inspect_table",
+                "description": "Check column names, types, and constraints",
+                "required": True,
+            },  # noqa: E501
+            {
+                "step": 4,
+                "tool": "get_indexes",
+                "description": "Check indexes for query optimization",
+                "required": False,
+            },  # noqa: E501
+        ],
+        "mode": "enforce",
+    },
+    "browser": {
+        "name": "browser-safe-interaction",
+        "description": "Take snapshot before interacting with page elements",
+        "triggers": {
+            "category": "browser",
+            "tools": ["click", "fill", "fill_form", "submit"],
+            "keywords": ["click", "fill", "submit", "form", "button"],
+        },
+        "prerequisites": [
+            {
+                "step": 1,
+                "tool": "take_snapshot",
+                "description": "Capture current page state and element UIDs",
+                "required": True,
+            },  # noqa: E501
+        ],
+        "mode": "enforce",
+    },
+    "github-pr": {
+        "name": "github-pr-review",
+        "description": "Gather PR context before reviewing or merging",
+        "triggers": {
+            "category": "github",
+            "tools": ["merge_pull_request", "create_pull_request_review"],
+            "keywords": ["merge", "review pr", "approve pr"],
+        },
+        "prerequisites": [
+            {"step": 1, "tool": "get_pull_request", "description": "Get PR details and description", "required": True},
+            {"step": 2, "tool": "get_pull_request_files", "description": "List changed files", "required": True},
+            {
+                "step": 3,
+                "tool": "get_pull_request_status",
+                "description": "Check CI/CD status and reviews",
+                "required": True,
+            },  # noqa: E501
+        ],
+        "mode": "warn",
+    },
+    "graphql": {
+        "name": "graphql-schema-aware",
+        "description": "Understand schema before executing queries",
+        "triggers": {
+            "category": "graphql",
+            "tools": ["execute_query", "execute_mutation"],
+            "keywords": ["graphql query", "graphql mutation"],
+        },
+        "prerequisites": [
+            {"step": 1, "tool": "get_schema", "description": "Fetch GraphQL schema", "required": True},
+            {"step": 2, "tool": "filter_types", "description": "Identify relevant types", "required": False},
+        ],
+        "mode": "suggest",
+    },
+}
+
+
+# Records here are NamedTuples and plain classes, not dataclasses: the hook reads this module on every tool call,
+# and importing dataclasses (it pulls in inspect) would cost it a third of a bare Python start.
+class Prerequisite(NamedTuple):
+    """One tool that must have run before the workflow's trigger tools may."""
+
+    step: int
+    tool: str
+    description: str
+    required: bool
+    params: dict[str, Any]
+
+
+class Workflow(NamedTuple):
+    """One entry of workflows.json, read and checked; prerequisites in step order."""
+
+    name: str
+    description: str
+    mode: str
+    enabled: bool
+    category: str | None
+    tools: tuple[str, ...]
+    keywords: tuple[str, ...]
+    prerequisites: tuple[Prerequisite, ...]
+    source: str  # the file it came from
+
+    def prerequisite(self, step: int) -> Prerequisite:
+        return next(p for p in self.prerequisites if p.step == step)
+
+
+class WorkflowSet:
+    """Every usable workflow, the problems that kept others out, and the tool categories of the routing cache."""
+
+    def __init__(
+        self,
+        workflows: dict[str, Workflow] | None = None,
+        problems: list[Diagnostic] | None = None,
+        categories: dict[str, frozenset[str]] | None = None,
+    ):
+        self.workflows = workflows or {}
+        self.problems = problems or []
+        self.categories = categories or {}  # tool id -> category names, lowercase
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WorkflowSet):
+            return NotImplemented
+        return (self.workflows, self.problems, self.categories) == (other.workflows, other.problems, other.categories)
+
+    def __repr__(self) -> str:
+        return f"WorkflowSet({list(self.workflows)}, problems={len(self.problems)})"
+
+    def enabled(self) -> list[Workflow]:
+        return [w for w in self.workflows.values() if w.enabled]
+
+    def warnings(self) -> list[str]:
+        """What a gate answer must mention: a broken workflow enforces nothing until it is fixed."""
+        return [
+            f"{p} ({'applied' if self._applies(p) else 'not applied'}; see `abilities-mcp validate`)"
+            for p in self.problems
+        ]
+
+    def _applies(self, problem: Diagnostic) -> bool:
+        path = problem.path.removeprefix("workflows.")
+        return any(path == name or path.startswith((f"{name}.", f"{name}[")) for name in self.workflows)
+
+
+class Workflows:
+    """The project's workflows, re-read only when workflows.json or the routing cache changes on disk."""
+
+    def __init__(self, project: Project):
+        self.files = (project.workflows_file, project.root / TOOL_CACHE)
+        self._stamps: tuple | None = None
+        self._current = WorkflowSet()
+
+    def current(self) -> WorkflowSet:
+        stamps = tuple(stamp(f) for f in self.files)
+        if stamps != self._stamps:
+            self._current, self._stamps = read_workflows(*self.files), stamps
+        return self._current
+
+
+def read_workflows(workflows_file: Path | None, tool_cache: Path | None = None) -> WorkflowSet:
+    """workflows.json, then the `workflows` key of the routing cache (workflows.json wins a name in both)."""
+    found = WorkflowSet()
+    if workflows_file is not None:
+        data, problems = read_json(workflows_file)
+        found.problems += problems
+        _add_entries(found, data, workflows_file)
+    if tool_cache is not None:
+        cache, problems = read_json(tool_cache)
+        found.problems += problems
+        if cache is not None and not isinstance(cache, dict):
+            found.problems.append(Diagnostic(str(tool_cache), "", "must be a JSON object (the tool-routing cache)"))
+        if isinstance(cache, dict):
+            found.categories = tool_categories(cache)
+            _add_entries(found, cache.get("workflows"), tool_cache, key="workflows.")
+    found.problems += cycle_problems(found.enabled())
+    return found
+
+
+def read_json(path: Path) -> tuple[Any, list[Diagnostic]]:
+    """A JSON file's value; a missing file is None, an unreadable one a diagnostic (never an exception)."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return None, [Diagnostic(str(path), "", f"larger than {MAX_FILE_BYTES} bytes; keep it small")]
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, []
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Diagnostic(str(path), "", f"cannot read the file: {exc}")]
+    return parse_json(text, path)
+
+
+def parse_json(text: str, path: Path) -> tuple[Any, list[Diagnostic]]:
+    """JSON text's value, with a key written twice in one object (JSON silently keeps the last) as a problem."""
+    twice: list[str] = []
+    try:
+        data = json.loads(text, object_pairs_hook=lambda pairs: _pairs(pairs, twice))
+    except json.JSONDecodeError as exc:
+        return None, [Diagnostic(str(path), "", f"not valid JSON: {exc}; fix the syntax there")]
+    if data is None:  # `null`: not the same as no file
+        return None, [Diagnostic(str(path), "", "holds null; write a JSON object keyed by name, or delete the file")]
+    why = "appears twice in one object; JSON keeps only the last, so merge or rename one"
+    return data, [Diagnostic(str(path), key, why) for key in dict.fromkeys(twice)]
+
+
+def _pairs(pairs: list[tuple[str, Any]], twice: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            twice.append(key)
+        out[key] = value
+    return out
+
+
+def _add_entries(found: WorkflowSet, data: Any, path: Path, key: str = "") -> None:
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        found.problems.append(Diagnostic(str(path), key.rstrip("."), "must be a JSON object keyed by workflow name"))
+        return
+    found.problems += meta_problems(data, path) if not key else []
+    for name, entry in data.items():
+        if name in META_KEYS and not key:
+            continue
+        if name in found.workflows:
+            found.problems.append(
+                Diagnostic(str(path), key + name, f"{name!r} is also in workflows.json, which wins; remove one")
+            )
+            continue
+        workflow, problems = parse_workflow(name, entry, str(path), key)
+        found.problems += problems
+        if workflow is not None:
+            found.workflows[name] = workflow
+
+
+def meta_problems(data: dict[str, Any], path: Path) -> list[Diagnostic]:
+    """The top-level keys that are not workflows ("$schema") must still be what they say."""
+    return [
+        Diagnostic(str(path), key, "must be a string (the path or URL of the JSON Schema)")
+        for key in META_KEYS
+        if key in data and not isinstance(data[key], str)
+    ]
+
+
+def parse_workflow(name: str, entry: Any, source: str, key: str = "") -> tuple[Workflow | None, list[Diagnostic]]:
+    """One entry as a Workflow, or None with the reasons (the hot path's check; validate says it in more words)."""
+    where = key + name
+    problems = [Diagnostic(source, f"{where}{p}", m) for p, m in _structure_problems(name, entry)]
+    if problems:
+        return None, problems
+    triggers = entry.get("triggers") or {}
+    prerequisites = tuple(
+        sorted(
+            (
+                Prerequisite(p["step"], p["tool"], p["description"], p.get("required", True), p.get("params") or {})
+                for p in entry["prerequisites"]
+            ),
+            key=lambda p: p.step,
+        )
+    )
+    workflow = Workflow(
+        name=name,
+        description=entry["description"],
+        mode=entry.get("mode", "enforce"),
+        enabled=entry.get("enabled", True),
+        category=triggers.get("category"),
+        tools=tuple(triggers.get("tools", ())),
+        keywords=tuple(triggers.get("keywords", ())),
+        prerequisites=prerequisites,
+        source=source,
+    )
+    problems = [Diagnostic(source, f"{where}{p}", m) for p, m in meaning_problems(workflow)]
+    return (None if problems else workflow), problems
+
+
+def _structure_problems(name: str, entry: Any) -> Iterator[tuple[str, str]]:
+    """Types and keys, briefly (ordered as validate would report them; validate's own words are richer)."""
+    if not name.strip():
+        yield "", "a workflow name must not be empty"
+    if not isinstance(entry, dict):
+        yield "", "must be an object with description, triggers and prerequisites"
+        return
+    yield from _keys("", entry, WORKFLOW_KEYS, ("description", "triggers", "prerequisites"))
+    for key, kind in (("enabled", bool), ("name", str), ("created_at", str)):
+        if key in entry and not isinstance(entry[key], kind):
+            yield f".{key}", f"must be a {kind.__name__}"
+    if "description" in entry and not _text(entry["description"]):
+        yield ".description", "must be a non-empty string"
+    if isinstance(entry.get("name"), str) and entry["name"] != name:
+        yield ".name", f"{entry['name']!r} differs from the key {name!r}; the key names the workflow, so drop name"
+    if entry.get("mode", "enforce") not in MODES:
+        yield ".mode", f"must be one of {', '.join(MODES)}"
+    yield from _trigger_problems(entry.get("triggers", {}))
+    prerequisites = entry.get("prerequisites", [])
+    if not isinstance(prerequisites, list) or not prerequisites:
+        yield ".prerequisites", "must be a non-empty list of steps"
+        return
+    for i, item in enumerate(prerequisites):
+        yield from _prerequisite_problems(f".prerequisites[{i}]", item)
+
+
+def _trigger_problems(triggers: Any) -> Iterator[tuple[str, str]]:
+    if not isinstance(triggers, dict):
+        yield ".triggers", "must be an object with category, tools and/or keywords"
+        return
+    yield from _keys(".triggers", triggers, TRIGGER_KEYS, ())
+    if "category" in triggers and not _text(triggers["category"]):
+        yield ".triggers.category", "must be a non-empty string"
+    for key in ("tools", "keywords"):
+        value = triggers.get(key, [])
+        if not isinstance(value, list) or not all(_text(v) for v in value):
+            yield f".triggers.{key}", "must be a list of non-empty strings"
+
+
+def _prerequisite_problems(where: str, item: Any) -> Iterator[tuple[str, str]]:
+    if not isinstance(item, dict):
+        yield where, "must be an object with step, tool and description"
+        return
+    yield from _keys(where, item, PREREQUISITE_KEYS, ("step", "tool", "description"))
+    step = item.get("step", 1)
+    if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+        yield f"{where}.step", "must be an integer >= 1"
+    for key in ("tool", "description"):
+        if key in item and not _text(item[key]):
+            yield f"{where}.{key}", "must be a non-empty string"
+    if not isinstance(item.get("required", True), bool):
+        yield f"{where}.required", "must be true or false"
+    if not isinstance(item.get("params", {}), dict):
+        yield f"{where}.params", "must be an object of default arguments"
+
+
+def _keys(where: str, data: dict, allowed: set[str], required: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+    for key in data:
+        if key not in allowed:
+            close = did_you_mean(str(key), allowed)
+            yield f"{where}.{key}", f"unknown key; did you mean {close!r}?" if close else "unknown key; remove it"
+    for key in required:
+        if key not in data:
+            yield f"{where}.{key}", "missing required key"
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def meaning_problems(workflow: Workflow) -> Iterator[tuple[str, str]]:
+    """What the schema cannot say: a workflow that can never apply, or never be satisfied."""
+    if not (workflow.category or workflow.tools or workflow.keywords):
+        yield ".triggers", "has no category, tools or keywords, so the workflow never applies; add one"
+    steps = [p.step for p in workflow.prerequisites]
+    for step in sorted({s for s in steps if steps.count(s) > 1}):
+        yield ".prerequisites", f"step {step} is used twice; give each prerequisite its own step number"
+    for tool in sorted(set(workflow.tools) & {p.tool for p in workflow.prerequisites}):
+        yield ".triggers.tools", f"{tool!r} is both a trigger and a prerequisite, so it could never run; drop one"
+
+
+def cycle_problems(workflows: list[Workflow]) -> list[Diagnostic]:
+    """Enforced workflows that wait on each other (A's prerequisite is gated by B, whose prerequisite A gates)."""
+    gates: dict[str, set[str]] = {}
+    for w in workflows:
+        if w.mode == "enforce":
+            for tool in w.tools:
+                gates.setdefault(tool, set()).update(p.tool for p in w.prerequisites if p.required)
+    for start in sorted(gates):
+        path = _cycle_from(start, gates, [start])
+        if path:
+            owner = next(w for w in workflows if w.mode == "enforce" and path[0] in w.tools)
+            chain = " -> ".join(path)
+            why = f"enforced prerequisites wait on each other ({chain}); break the loop"
+            return [Diagnostic(owner.source, owner.name, why)]
+    return []
+
+
+def _cycle_from(tool: str, gates: dict[str, set[str]], path: list[str]) -> list[str] | None:
+    for needed in sorted(gates.get(tool, ())):
+        if needed == path[0]:
+            return [*path, needed]
+        if needed not in path:
+            found = _cycle_from(needed, gates, [*path, needed])
+            if found:
+                return found
+    return None
+
+
+def tool_categories(cache: dict[str, Any]) -> dict[str, frozenset[str]]:
+    """tool id -> its category names, from either layout of `.opencode/agent-skill-tools.json`.
+
+    v2.0.0 (tools-template.json): categories.<id> = {name, tools: [tool id]} and tools.<id> = {category}.
+    tool-execution.md: categories.<name> = {tools: [{id, prefix?}]}. Both ship together, so both are read.
+    """
+    found: dict[str, set[str]] = {}
+
+    def add(tool_id: Any, *names: Any) -> None:
+        if isinstance(tool_id, str) and tool_id:
+            found.setdefault(tool_id, set()).update(str(n).lower() for n in names if isinstance(n, str) and n)
+
+    categories = cache.get("categories")
+    for key, category in categories.items() if isinstance(categories, dict) else ():
+        if not isinstance(category, dict):
+            continue
+        tools = category.get("tools")
+        for tool in tools if isinstance(tools, list) else ():
+            if isinstance(tool, dict):
+                tool_id, prefix = _text_or_none(tool.get("id")), _text_or_none(tool.get("prefix"))
+                for full in (tool_id, prefix + tool_id if prefix and tool_id else None):
+                    add(full, key, category.get("name"))
+            else:
+                add(tool, key, category.get("name"))
+    tools = cache.get("tools")
+    for tool_id, info in tools.items() if isinstance(tools, dict) else ():
+        category = _text_or_none(info.get("category")) if isinstance(info, dict) else None
+        if category is not None:
+            named = categories.get(category) if isinstance(categories, dict) else None
+            add(tool_id, category, named.get("name") if isinstance(named, dict) else None)
+    return {tool: frozenset(names) for tool, names in found.items()}
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

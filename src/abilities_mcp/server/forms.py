@@ -1,0 +1,117 @@
+"""Asking a person through the client's elicitation form, in both protocol eras.
+
+Handshake era (≤ 2025-11-25): the tool call that finds the run waiting sends `elicitation/create` mid-call and
+waits for the form, racing the other ways the question can end (the terminal command, the timeout, a cancel).
+2026-07-28 era: the server may not send requests, so the call returns an `InputRequiredResult` carrying the form;
+the client shows it and repeats the same call with the answer, which `answer_from_retry` applies before the call
+does anything else (so a repeated ability_run does not start a second run).
+
+A client that declares no form elicitation is never sent one: its run waits for `abilities-mcp approve`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context
+from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
+from mcp_types.version import is_version_at_least
+
+from ..engine.core import Engine
+from ..engine.live import LiveRun
+from ..engine.questions import Question
+from ..errors import Refused
+
+log = logging.getLogger(__name__)
+# The key of our one form in an InputRequiredResult, and the first protocol version that uses them.
+FORM_KEY = "abilities_mcp_answer"
+INPUT_REQUIRED_VERSION = "2026-07-28"
+# Forms one tool call may show in a row (an approval, then a decision, ...), before it returns the run as it is.
+MAX_FORMS_PER_CALL = 8
+
+
+def form_era(ctx: Context) -> str | None:
+    """'legacy' or 'modern' when the client can show a form; None when it declared no form elicitation."""
+    caps = ctx.client_capabilities
+    form = caps.elicitation if caps is not None else None
+    if form is None or (form.form is None and form.url is not None):  # bare `elicitation: {}` means form
+        return None
+    version = ctx.protocol_version or ""
+    return "modern" if version and is_version_at_least(version, INPUT_REQUIRED_VERSION) else "legacy"
+
+
+def open_question(engine: Engine, run_id: str) -> tuple[LiveRun, Question] | None:
+    """The question a run (or the child run it waits on) asks a person now, if this process drives it."""
+    live = engine.live.get(run_id)
+    asking = live.innermost() if live is not None else None
+    if asking is None or asking.question is None or asking.question_answered.is_set():
+        return None
+    return asking, asking.question
+
+
+def input_required(run_id: str, live: LiveRun, question: Question) -> InputRequiredResult:
+    """The 2026-era form: the client shows it and repeats the call with the answer and this state."""
+    form = ElicitRequest(
+        params=ElicitRequestFormParams(
+            message=question.message(live.run_id, live.name), requested_schema=question.form()
+        )
+    )
+    state = json.dumps({"view": run_id, "run": live.run_id, "question": question.id})
+    return InputRequiredResult(input_requests={FORM_KEY: form}, request_state=state)
+
+
+def answer_from_retry(engine: Engine, ctx: Context) -> str | None:
+    """Apply the form answer a 2026-era client sent back; returns the run the call is about, or None."""
+    try:
+        state: dict[str, Any] = json.loads(ctx.request_state or "")
+        view, run_id, question_id = state["view"], state["run"], state["question"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    response = (ctx.input_responses or {}).get(FORM_KEY)
+    if isinstance(response, dict):
+        response = ElicitResult.model_validate(response)
+    record = engine.store.get_run(run_id)
+    if isinstance(response, ElicitResult) and record is not None and record.question_id == question_id:
+        question = Question.from_json(record.question or {})
+        try:
+            engine.record_answer(run_id, question, question.from_form(response.action, response.content))
+        except Refused:
+            pass  # answered meanwhile (terminal, timeout): the first answer stands
+    return str(view)
+
+
+async def ask_by_form(engine: Engine, ctx: Context, live: LiveRun, question: Question) -> bool:
+    """Show the form mid-call (handshake era); returns False when the client cannot take it."""
+    if question.id in live.forms_open:
+        return False  # another call shows this form already
+    live.forms_open.add(question.id)
+    outcome: dict[str, Any] = {}
+
+    async def show(scope: anyio.CancelScope) -> None:
+        try:
+            outcome["result"] = await ctx.session.elicit_form(
+                question.message(live.run_id, live.name), question.form(), related_request_id=ctx.request_id
+            )
+        except Exception as exc:  # method not found, no back channel, a broken client: fall back to waiting
+            log.warning("elicitation failed, the run waits for `abilities-mcp approve`: %r", exc)
+            outcome["failed"] = exc
+        scope.cancel()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(show, tg.cancel_scope)
+            while live.question is question and not live.done.is_set():
+                await live.changed.wait()
+            tg.cancel_scope.cancel()  # answered some other way: stop waiting for the form
+    finally:
+        live.forms_open.discard(question.id)
+    result = outcome.get("result")
+    if result is not None:
+        try:
+            engine.record_answer(live.run_id, question, question.from_form(result.action, result.content))
+        except Refused:
+            pass
+    return "failed" not in outcome

@@ -1,0 +1,1 @@
+"""Agent Skills: SKILL.md parsed and validated, the project's skill set, and routing a task to skills."""

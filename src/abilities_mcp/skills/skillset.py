@@ -1,0 +1,279 @@
+"""The project's skills: found in the standard folders, re-read when they change, read only inside their folders.
+
+Discovery follows the agentskills.io client guide: a skill is a folder holding a file named exactly SKILL.md;
+the scan is bounded; project folders beat user folders; within one scope the first found wins, with a warning.
+A symlinked skill folder is followed when it leads inside the project or the home folder, never elsewhere.
+"""
+
+from __future__ import annotations
+
+import html
+import mimetypes
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from ..errors import AbilitiesError, Diagnostic, UnknownName
+from ..state.project import Project, stamp
+from .spec import Skill, load_skill
+
+if TYPE_CHECKING:
+    from .router import Router
+
+# Folders below a skills root searched for SKILL.md (the client guide suggests 4-6).
+MAX_SKILL_DEPTH = 4
+# Folders visited per root before the scan stops (the client guide's bound: a stray huge tree must not stall us).
+MAX_SCANNED_DIRS = 2000
+# Bundled files listed per skill; the guide says list, do not read, and cap large listings.
+MAX_LISTED_FILES = 200
+# Characters of a text file skill_read returns; the rest is announced, not sent (a model's context is finite).
+MAX_READ_CHARS = 200_000
+# Bytes of a binary file skill_read returns (as a base64 resource).
+MAX_READ_BYTES = 5 * 1024 * 1024
+# Bytes sniffed for NUL to tell binary from text.
+SNIFF_BYTES = 8192
+SKIPPED_FOLDERS = {".git", "node_modules", "__pycache__", ".venv"}
+
+
+class SkillPathRefused(AbilitiesError):
+    """A path that would leave the skill's folder, or names nothing readable in it."""
+
+
+@dataclass(frozen=True)
+class SkillFile:
+    """One file read from a skill's folder: text, or bytes when it is not text."""
+
+    skill: str
+    path: str
+    mime_type: str
+    size: int
+    text: str | None = None
+    data: bytes | None = None
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class FoundFolder:
+    directory: Path
+    real: Path
+    scope: str
+
+
+class SkillSet:
+    """Every skill the project offers, re-read when SKILL.md files change; the router is built on first use."""
+
+    def __init__(self, project: Project):
+        self.project = project
+        self.skills: dict[str, Skill] = {}
+        self.problems: dict[Path, list[Diagnostic]] = {}
+        self.notes: list[str] = []
+        self._cache: dict[Path, tuple[tuple[int, ...], Skill | None, list[Diagnostic]]] = {}
+        self._fingerprint: tuple | None = None
+        self._router: Router | None = None
+
+    def refresh(self) -> SkillSet:
+        """Re-scan the folders; re-parse only SKILL.md files whose stamp changed."""
+        found, notes = discover(self.project)
+        fingerprint = tuple((f.directory, stamp(f.directory / "SKILL.md")) for f in found)
+        if fingerprint == self._fingerprint:
+            return self
+        self.skills, self.problems, self.notes = {}, {}, notes
+        claimed: dict[str, FoundFolder] = {}
+        for folder in found:
+            skill, diagnostics = self._load(folder)
+            self.problems[folder.directory / "SKILL.md"] = list(diagnostics)
+            if skill is not None:
+                self._place(skill, folder, claimed)
+        self._fingerprint, self._router = fingerprint, None
+        return self
+
+    def _load(self, folder: FoundFolder) -> tuple[Skill | None, list[Diagnostic]]:
+        path = folder.directory / "SKILL.md"
+        current = stamp(path)
+        cached = self._cache.get(path)
+        if cached and cached[0] == current:
+            return cached[1], cached[2]
+        skill, diagnostics = load_skill(folder.directory, folder.real, folder.scope)
+        self._cache[path] = (current, skill, diagnostics)
+        return skill, diagnostics
+
+    def _place(self, skill: Skill, folder: FoundFolder, claimed: dict[str, FoundFolder]) -> None:
+        first = claimed.get(skill.name)
+        if first is None:
+            claimed[skill.name], self.skills[skill.name] = folder, skill
+            return
+        if first.scope == folder.scope:
+            self.notes.append(
+                f"skill {skill.name!r} is defined twice in {folder.scope} folders: using {first.directory}, "
+                f"ignoring {folder.directory}; rename one"
+            )
+        else:
+            self.notes.append(
+                f"project skill {skill.name!r} ({first.directory}) hides the user one ({folder.directory})"
+            )
+
+    def get(self, name: str) -> Skill:
+        """The skill of that name; UnknownName with a did-you-mean otherwise."""
+        self.refresh()
+        if name not in self.skills:
+            raise UnknownName("skill", name, self.skills)
+        return self.skills[name]
+
+    def warnings(self, skill: Skill) -> list[str]:
+        """The skill's own loading warnings plus the collisions that involve it."""
+        return list(skill.warnings) + [n for n in self.notes if repr(skill.name) in n]
+
+    def router(self) -> Router:
+        """The routing index over skills the model may invoke, built on first use after a change."""
+        from .router import Router  # on first use: start-up never routes
+
+        self.refresh()
+        if self._router is None:
+            self._router = Router((s.name, s.description) for s in self.skills.values() if s.model_invocable)
+        return self._router
+
+
+def discover(project: Project) -> tuple[list[FoundFolder], list[str]]:
+    """Every folder holding SKILL.md, project roots first, each real folder once; plus notes on what was skipped."""
+    allowed = [project.root.resolve(), project.home.resolve()] + [r.resolve() for r, _ in project.skill_dirs()]
+    found: list[FoundFolder] = []
+    notes: list[str] = []
+    seen: set[Path] = set()
+    for root, scope in project.skill_dirs():
+        if not root.is_dir() or (real_root := root.resolve()) in seen:
+            continue
+        seen.add(real_root)
+        budget = [MAX_SCANNED_DIRS]
+        for directory in _walk(root, 0, budget):
+            real = directory.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            if not any(real.is_relative_to(a) for a in allowed):
+                notes.append(f"skipped {directory}: it links to {real}, outside the project and home folders")
+                continue
+            found.append(FoundFolder(directory, real, scope))
+        if budget[0] <= 0:
+            notes.append(f"stopped scanning {root} after {MAX_SCANNED_DIRS} folders; move skills nearer the top")
+    return found, notes
+
+
+def _walk(folder: Path, depth: int, budget: list[int]) -> Iterator[Path]:
+    """Skill folders under `folder` (sorted, so 'first found' is stable); a skill's own subfolders are not searched."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith(".") or entry.name in SKIPPED_FOLDERS or not entry.is_dir():
+            continue
+        budget[0] -= 1
+        if budget[0] < 0:
+            return
+        path = Path(entry.path)
+        if os.path.isfile(os.path.join(entry.path, "SKILL.md")):
+            yield path
+        elif depth + 1 < MAX_SKILL_DEPTH:
+            yield from _walk(path, depth + 1, budget)
+
+
+def bundled_files(skill: Skill) -> tuple[list[str], bool]:
+    """The skill's files other than SKILL.md, as relative POSIX paths (not read), and whether the list was cut."""
+    out: list[str] = []
+    for path in _files_under(skill.real_directory, skill.real_directory, 0):
+        if len(out) == MAX_LISTED_FILES:
+            return out, True
+        if path != "SKILL.md":
+            out.append(path)
+    return out, False
+
+
+def _files_under(root: Path, folder: Path, depth: int) -> Iterator[str]:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith(".") or entry.name in SKIPPED_FOLDERS:
+            continue
+        real = Path(os.path.realpath(entry.path))
+        if not real.is_relative_to(root):  # a link leading out of the skill is not part of it
+            continue
+        if entry.is_dir() and depth < MAX_SKILL_DEPTH:
+            yield from _files_under(root, Path(entry.path), depth + 1)
+        elif entry.is_file():
+            yield Path(entry.path).relative_to(root).as_posix()
+
+
+def skill_content(skill: Skill) -> str:
+    """The body in the client guide's `<skill_content>` wrapper, with the folder and the (unread) file list."""
+    files, more = bundled_files(skill)
+    lines = [
+        f'<skill_content name="{html.escape(skill.name)}">',
+        skill.body,
+        "",
+        f"Skill directory: {skill.directory}",
+        "Relative paths in this skill are relative to the skill directory.",
+    ]
+    if files:
+        lines += ["", "<skill_resources>", *(f"  <file>{html.escape(f)}</file>" for f in files)]
+        if more:
+            lines.append(f"  <!-- only the first {MAX_LISTED_FILES} files are listed -->")
+        lines.append("</skill_resources>")
+    lines.append("</skill_content>")
+    return "\n".join(lines)
+
+
+def resolve_inside(skill: Skill, relative: str) -> Path:
+    """The file a relative path names inside the skill's folder; refuses anything that would lead out."""
+    where = f"skill {skill.name!r}"
+    if not relative or "\0" in relative:
+        raise SkillPathRefused(f"give a path inside {where}, such as 'SKILL.md'")
+    posix = PurePosixPath(relative.replace("\\", "/"))
+    if posix.is_absolute() or relative.startswith("~") or (len(relative) > 1 and relative[1] == ":"):
+        raise SkillPathRefused(f"{relative!r} is absolute; paths are relative to the folder of {where}")
+    if ".." in posix.parts:
+        raise SkillPathRefused(f"{relative!r} climbs out with '..'; paths stay inside the folder of {where}")
+    target = (skill.real_directory / posix).resolve()
+    if not target.is_relative_to(skill.real_directory):
+        raise SkillPathRefused(f"{relative!r} links outside the folder of {where}; only its own files are readable")
+    if not target.is_file():
+        listed, _ = bundled_files(skill)
+        hint = f"its files: {', '.join(['SKILL.md', *listed][:20])}"
+        raise SkillPathRefused(f"{where} has no file {relative!r}; {hint}")
+    return target
+
+
+def read_skill_file(skill: Skill, relative: str) -> SkillFile:
+    """One file of a skill: text (capped) when it decodes as UTF-8 without NULs, else bytes (capped)."""
+    target = resolve_inside(skill, relative)
+    size = target.stat().st_size
+    rel = target.relative_to(skill.real_directory).as_posix()
+    mime = mimetypes.guess_type(rel)[0]
+    with target.open("rb") as f:
+        raw = f.read(max(MAX_READ_BYTES, MAX_READ_CHARS * 4) + 1)
+    text = _as_text(raw)
+    if text is None:
+        cut = raw[:MAX_READ_BYTES]
+        return SkillFile(skill.name, rel, mime or "application/octet-stream", size, data=cut, truncated=size > len(cut))
+    truncated = len(text) > MAX_READ_CHARS or size > len(raw)
+    return SkillFile(skill.name, rel, _text_mime(rel, mime), size, text=text[:MAX_READ_CHARS], truncated=truncated)
+
+
+def _as_text(raw: bytes) -> str | None:
+    if b"\0" in raw[:SNIFF_BYTES]:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start >= len(raw) - 4:  # only a character cut by the read limit
+            return raw[: exc.start].decode("utf-8")
+        return None
+
+
+def _text_mime(rel: str, guessed: str | None) -> str:
+    if rel.endswith(".md"):
+        return "text/markdown"
+    return guessed if guessed and (guessed.startswith("text/") or guessed.endswith(("json", "xml"))) else "text/plain"

@@ -1,0 +1,197 @@
+"""The OpenCode plugin `init opencode` writes, driven by Node the way OpenCode calls it: before and after each tool."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from abilities_mcp.state.owners import process_start
+from abilities_mcp.state.store import RunRecord, StepRecord, Store
+from support import REPO
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("node") is None, reason="node is not on PATH: the OpenCode plugin is JavaScript and needs it to run"
+)
+
+WORKFLOWS = REPO / "workflows.json"
+# One Node run drives a few tool calls, each a hook process; a run that takes this long hung.
+NODE_TIMEOUT_S = 60
+PREREQUISITES = ("pg_list_databases", "pg_list_tables", "pg_inspect_table")
+# Imports the written plugin, calls its factory as OpenCode does, then for each call: tool.execute.before, and
+# (unless before threw, which is how OpenCode refuses a call) tool.execute.after with the tool's output.
+DRIVER = """
+import { pathToFileURL } from "node:url"
+
+const [plugin, directory, callsJson] = process.argv.slice(2)
+const { AbilitiesMcp } = await import(pathToFileURL(plugin).href)
+const hooks = await AbilitiesMcp({ directory })
+const results = []
+for (const call of JSON.parse(callsJson)) {
+  const input = { tool: call.tool, sessionID: call.sessionID, callID: call.callID }
+  try {
+    await hooks["tool.execute.before"](input, { args: call.args ?? {} })
+  } catch (error) {
+    results.push({ tool: call.tool, threw: error instanceof Error, error: String(error?.message ?? error) })
+    continue
+  }
+  const output = { title: call.tool, output: call.output, metadata: {} }
+  await hooks["tool.execute.after"](input, output)
+  results.push({ tool: call.tool, threw: false, output: output.output })
+}
+console.log(JSON.stringify(results))
+"""
+
+
+def abilities_command() -> str:
+    """The console script next to this interpreter, as a person would pass it; else `python -m abilities_mcp`."""
+    script = Path(sys.executable).parent / "abilities-mcp"
+    return str(script) if script.is_file() else shlex.join([sys.executable, "-m", "abilities_mcp"])
+
+
+def init_opencode(root: Path, command: str) -> Path:
+    """`abilities-mcp init opencode --command COMMAND` in a project holding the repo's workflows.json."""
+    shutil.copy(WORKFLOWS, root / "workflows.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "abilities_mcp", "--root", str(root), "init", "opencode", "--command", command],
+        capture_output=True,
+        text=True,
+        timeout=NODE_TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    plugin = root / ".opencode" / "plugins" / "abilities-mcp.js"
+    assert plugin.is_file(), done.stdout
+    return plugin
+
+
+def call(tool: str, session: str, n: int, output: str = "ok") -> dict[str, Any]:
+    return {"tool": tool, "sessionID": session, "callID": f"call_{n}", "output": output}
+
+
+def drive(tmp_path: Path, plugin: Path, root: Path, calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """Run the calls through the plugin in one Node process; returns one result per call, and Node's stderr."""
+    driver = tmp_path / "drive.mjs"
+    driver.write_text(DRIVER)
+    done = subprocess.run(
+        ["node", str(driver), str(plugin), str(root), json.dumps(calls)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=NODE_TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+@pytest.fixture
+def plugin(root: Path) -> Path:
+    return init_opencode(root, abilities_command())
+
+
+def prerequisites_then(session: str, *tail: dict[str, Any]) -> list[dict[str, Any]]:
+    """The database workflow's three prerequisites in `session`, in step order, then `tail`."""
+    return [call(tool, session, n) for n, tool in enumerate(PREREQUISITES)] + list(tail)
+
+
+def test_a_query_with_nothing_recorded_throws_an_error_naming_the_missing_prerequisites(
+    tmp_path: Path, root: Path, plugin: Path
+) -> None:
+    [result], _ = drive(tmp_path, plugin, root, [call("pg_execute_query", "ses_a", 1)])
+    assert result["threw"] is True, result
+    for prerequisite in ("list_databases", "list_tables", "inspect_table"):
+        assert prerequisite in result["error"]
+
+
+def test_after_the_prerequisites_ran_the_query_goes_through_with_the_suggest_note_appended_to_its_output(
+    tmp_path: Path, root: Path, plugin: Path
+) -> None:
+    calls = prerequisites_then("ses_a", call("pg_execute_query", "ses_a", 9, output="3 rows"))
+    results, _ = drive(tmp_path, plugin, root, calls)
+    assert [r["threw"] for r in results] == [False] * 4, results
+    assert [r["output"] for r in results[:3]] == ["ok"] * 3  # nothing to say about the prerequisites
+    query = results[3]["output"]
+    head, note = query.split("\n\n", 1)
+    assert head == "3 rows"
+    assert note.startswith("abilities-mcp:") and "graphql-schema-aware" in note and "get_schema" in note
+
+
+def test_prerequisites_recorded_in_one_session_leave_another_session_blocked(
+    tmp_path: Path, root: Path, plugin: Path
+) -> None:
+    calls = prerequisites_then("ses_a", call("pg_execute_query", "ses_b", 9))
+    results, _ = drive(tmp_path, plugin, root, calls)
+    assert [r["threw"] for r in results[:3]] == [False] * 3, results
+    assert results[3]["threw"] is True and "list_databases" in results[3]["error"], results[3]
+
+
+def test_a_command_that_cannot_start_lets_the_call_through_and_says_so_on_the_console(
+    tmp_path: Path, root: Path
+) -> None:
+    missing = tmp_path / "nowhere" / "abilities-mcp"
+    plugin = init_opencode(root, str(missing))
+    [result], stderr = drive(tmp_path, plugin, root, [call("pg_execute_query", "ses_a", 1, output="3 rows")])
+    assert result == {"tool": "pg_execute_query", "threw": False, "output": "3 rows"}
+    assert "abilities-mcp hook opencode tool-before failed" in stderr and "allowed" in stderr
+    assert "abilities-mcp hook opencode tool-after failed" in stderr
+    assert "ENOENT" in stderr
+
+
+def test_a_strict_run_at_a_running_script_step_blocks_bash_but_not_read_in_its_session(
+    tmp_path: Path, root: Path, plugin: Path
+) -> None:
+    start_strict_run(root / ".abilities" / "state.db", session="ses_live", run_id="run_live")
+    calls = [call("bash", "ses_live", 1), call("read", "ses_live", 2), call("bash", "ses_other", 3)]
+    blocked, read, elsewhere = drive(tmp_path, plugin, root, calls)[0]
+    assert blocked["threw"] is True, blocked
+    assert "bash is not allowed now" in blocked["error"] and "run_live" in blocked["error"]
+    assert read == {"tool": "read", "threw": False, "output": "ok"}
+    assert elsewhere == {"tool": "bash", "threw": False, "output": "ok"}
+
+
+def start_strict_run(state_db: Path, *, session: str, run_id: str) -> None:
+    """A strict run owned by this (live) test process, its script step running."""
+    now = time.time()
+    store = Store(state_db)
+    try:
+        store.create_run(
+            RunRecord(
+                run_id=run_id,
+                ability="release",
+                session_id=session,
+                status="running",
+                enforcement="strict",
+                definition={"description": "release", "steps": [{"id": "build", "type": "script", "run": "make"}]},
+                source_path=None,
+                inputs={},
+                parent_run=None,
+                error=None,
+                owner_pid=os.getpid(),
+                owner_start=process_start(os.getpid()),
+                started_at=now,
+                finished_at=None,
+                updated_at=now,
+                steps=[StepRecord("build", 0, "script", status="running")],
+            )
+        )
+    finally:
+        store.close()
+
+
+def test_opencode_started_in_a_subfolder_still_gates_with_the_projects_files(
+    tmp_path: Path, root: Path, plugin: Path
+) -> None:
+    subfolder = root / "src" / "deep"
+    subfolder.mkdir(parents=True)
+
+    [result], _ = drive(tmp_path, plugin, subfolder, [call("pg_execute_query", "ses_a", 1)])
+
+    assert result["threw"] is True and "list_databases" in result["error"], result
+    assert not (subfolder / ".abilities").exists()

@@ -1,0 +1,116 @@
+"""The MCP Inspector's CLI, a third-party client, lists and calls the server's tools over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import REPO
+
+INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+# The first run downloads the Inspector through npx; later runs take a couple of seconds.
+INSPECTOR_TIMEOUT_SECONDS = 300
+ABILITY_TOOLS = {
+    "ability_list",
+    "ability_validate",
+    "ability_run",
+    "ability_status",
+    "ability_cancel",
+    "ability_resume",
+    "ability_history",
+    "ability_step_complete",
+    "ability_approve",
+    "ability_decide",
+    "ability_match",
+}
+READ_ONLY_TOOLS = {"ability_list", "ability_validate", "ability_status", "ability_history", "ability_match"}
+# Captured at import, before the tests point HOME at a scratch folder: npx keeps its downloads in the real cache.
+NPM_CACHE = Path(os.environ.get("npm_config_cache") or Path(os.environ.get("HOME", "~")).expanduser() / ".npm")
+
+
+@pytest.fixture(scope="module")
+def npx() -> str:
+    found = shutil.which("npx")
+    if found is None:
+        if os.environ.get("ABILITIES_REQUIRE_INSPECTOR"):
+            pytest.fail("ABILITIES_REQUIRE_INSPECTOR is set but npx is not on PATH; install Node.js")
+        pytest.skip("npx is not installed (set ABILITIES_REQUIRE_INSPECTOR=1 to make this a failure)")
+    return found
+
+
+def inspect(npx: str, root: Path, *args: str, server_env: dict[str, str] | None = None) -> dict:
+    """Run the Inspector CLI against `python -m abilities_mcp --root ROOT`; return its JSON result."""
+    env_args = [arg for key, value in (server_env or {}).items() for arg in ("-e", f"{key}={value}")]
+    result = subprocess.run(
+        [npx, "-y", INSPECTOR, "--cli", *env_args, sys.executable, "-m", "abilities_mcp", "--root", str(root), *args]
+        + ["--format", "json", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=INSPECTOR_TIMEOUT_SECONDS,
+        env={**os.environ, "npm_config_cache": str(NPM_CACHE), "npm_config_update_notifier": "false"},
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["result"]
+
+
+def test_the_inspector_lists_the_ability_tools_with_read_only_hints(npx: str, root: Path, write) -> None:
+    write("hello", "description: says hello\nsteps:\n  - {id: greet, type: script, run: echo hello}\n")
+
+    tools = {t["name"]: t for t in inspect(npx, root, "--method", "tools/list")["tools"]}
+
+    assert ABILITY_TOOLS <= tools.keys()
+    for name in ABILITY_TOOLS:
+        read_only = (tools[name].get("annotations") or {}).get("readOnlyHint", False)
+        assert read_only == (name in READ_ONLY_TOOLS), name
+
+
+def test_the_inspector_calls_ability_list_and_gets_structured_content(npx: str, root: Path, write) -> None:
+    write("hello", "description: says hello\nsteps:\n  - {id: greet, type: script, run: echo hello}\n")
+
+    result = inspect(npx, root, "--method", "tools/call", "--tool-name", "ability_list")
+
+    assert result["isError"] is False
+    [ability] = result["structuredContent"]["abilities"]
+    assert (ability["name"], ability["description"], ability["valid"]) == ("hello", "says hello", True)
+    assert [s["id"] for s in ability["steps"]] == ["greet"]
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_an_approval_waits_for_a_person_when_the_client_shows_no_forms(npx: str, root: Path, write, era) -> None:
+    """The Inspector CLI declares no elicitation: it is never sent a form, and the run says how a person answers."""
+    write("gated", "description: gated\nsteps:\n  - {id: ok, type: approval, prompt: Ship it?}\n")
+
+    result = inspect(
+        npx, root, "--protocol-era", era, "--method", "tools/call", "--tool-name", "ability_run",
+        "--tool-arg", "name=gated", "--tool-arg", "wait_seconds=5",
+    )  # fmt: skip
+
+    assert result["isError"] is False
+    run = result["structuredContent"]
+    assert run["status"] == "awaiting_approval" and run["current_step"]["prompt"] == "Ship it?"
+    assert f"abilities-mcp approve {run['run_id']}" in run["current_step"]["instructions"]
+
+
+def test_the_inspector_records_prerequisites_that_a_later_server_process_of_the_session_sees(
+    npx: str, root: Path
+) -> None:
+    shutil.copy(REPO / "workflows.json", root / "workflows.json")
+    session = {"CLAUDE_CODE_SESSION_ID": "inspector-1"}
+
+    def call(name: str, /, **arguments: str) -> dict:
+        args = [arg for key, value in arguments.items() for arg in ("--tool-arg", f"{key}={value}")]
+        return inspect(npx, root, "--method", "tools/call", "--tool-name", name, *args, server_env=session)
+
+    assert call("workflow_check", tool="mcp__pg__execute_query")["structuredContent"]["verdict"] == "deny"
+    for tool in ("list_databases", "list_tables", "inspect_table"):
+        recorded = call("workflow_record", tool=f"mcp__pg__{tool}", result="ok")
+        assert recorded["isError"] is False and recorded["structuredContent"]["session_id"] == "inspector-1"
+    after = call("workflow_check", tool="mcp__pg__execute_query")["structuredContent"]
+    database = next(m for m in after["matched"] if m["workflow"] == "database-safe-query")
+    assert (database["verdict"], after["verdict"]) == ("allow", "suggest")

@@ -1,0 +1,190 @@
+"""The SQLite store: shared by processes, durable, pruned, and able to tell a dead owner from a live one."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from abilities_mcp.state.store import RunRecord, StepRecord, Store, owner_alive, process_start
+
+
+def make_run(
+    run_id: str,
+    status: str = "completed",
+    started: float | None = None,
+    pid: int | None = None,
+    parent: str | None = None,
+) -> RunRecord:
+    now = started or time.time()
+    return RunRecord(
+        run_id=run_id,
+        ability="a",
+        session_id="s",
+        status=status,
+        enforcement="strict",
+        definition={"description": "d"},
+        source_path=None,
+        inputs={},
+        parent_run=parent,
+        error=None,
+        owner_pid=pid,
+        owner_start=process_start(pid) if pid else None,
+        started_at=now,
+        finished_at=None,
+        updated_at=now,
+        steps=[StepRecord("one", 0, "script")],
+    )
+
+
+def test_a_run_written_by_one_connection_is_read_by_another(tmp_path: Path) -> None:
+    writer, reader = Store(tmp_path / "s.db"), Store(tmp_path / "s.db")
+    writer.create_run(make_run("r1", status="running", pid=os.getpid()))
+    writer.update_step("r1", "one", "succeed", status="completed", output="hi", exit_code=0)
+    run = reader.get_run("r1")
+    assert run.steps[0].output == "hi" and run.steps[0].status == "completed"
+    assert [e["event"] for e in reader.events("r1")] == ["created", "succeed"]
+
+
+def test_concurrent_writers_from_two_processes_lose_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    Store(db).create_run(make_run("r1", status="running"))
+    script = (
+        "import sys; from abilities_mcp.state.store import Store; s = Store(__import__('pathlib').Path(sys.argv[1]))\n"
+        "for i in range(200): s.update_run('r1', 'tick', sys.argv[2])\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(db), tag]) for tag in ("a", "b")]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    details = [e["detail"] for e in Store(db).events("r1") if e["event"] == "tick"]
+    assert details.count("a") == 200 and details.count("b") == 200
+
+
+OPEN_AT_ONCE = """
+import sys
+from pathlib import Path
+from abilities_mcp.state.store import Store
+go = Path(sys.argv[2])
+while not go.exists():
+    pass
+Store(Path(sys.argv[1])).close()
+"""
+
+
+def test_processes_creating_a_new_state_file_at_the_same_moment_all_open_it(tmp_path: Path) -> None:
+    """A server and a hook may be the first to touch the file together (switching it to WAL raced before)."""
+    for round_ in range(20):
+        db, go = tmp_path / f"r{round_}" / "state.db", tmp_path / f"go{round_}"
+        procs = [
+            subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, str(db), str(go)], stderr=subprocess.PIPE, text=True)
+            for _ in range(3)
+        ]
+        go.touch()
+        errors = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], errors
+        assert Store(db).db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_runs_left_live_by_a_dead_process_are_orphans_and_live_owners_are_not(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store.create_run(make_run("mine", status="running", pid=os.getpid()))
+    store.create_run(make_run("dead", status="running", pid=dead.pid))
+    store.create_run(make_run("done", status="completed", pid=dead.pid))
+    assert [r.run_id for r in store.orphaned_runs()] == ["dead"]
+    assert owner_alive(os.getpid(), process_start(os.getpid()))
+    assert not owner_alive(os.getpid(), (process_start(os.getpid()) or 0) + 1)  # same pid, other process
+
+
+def test_prune_keeps_the_newest_runs_and_drops_old_ones_but_never_live_ones(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    old = time.time() - 40 * 86400
+    store.create_run(make_run("ancient", started=old))
+    store.create_run(make_run("ancient-live", status="running", started=old))
+    for i in range(5):
+        store.create_run(make_run(f"r{i}", started=time.time() + i))
+    assert store.prune(keep_runs=3, keep_days=30) == 3
+    assert {r.run_id for r in store.runs(limit=50)} == {"r2", "r3", "r4", "ancient-live"}
+
+
+def test_an_owner_that_died_but_was_not_yet_reaped_counts_as_dead(tmp_path: Path) -> None:
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = None
+    while zombie.poll() is None and start is None:  # read its start time while it lives, if we are quick enough
+        start = process_start(zombie.pid)
+    os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)  # exited, still a zombie: not reaped
+    assert not owner_alive(zombie.pid, start or 1)
+    zombie.wait()
+
+
+def test_a_state_file_from_before_a_schema_change_is_migrated_and_keeps_its_runs(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "s.db"
+    Store(db).create_run(make_run("old"))
+    raw = sqlite3.connect(db)
+    raw.execute("ALTER TABLE steps DROP COLUMN output_bytes")
+    raw.execute("PRAGMA user_version=0")
+    raw.commit()
+    raw.close()
+    store = Store(db)
+    store.update_step("old", "one", "succeed", status="completed", output_bytes=12)
+    assert store.get_run("old").steps[0].output_bytes == 12
+
+
+def test_a_state_file_from_a_newer_version_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    import sqlite3
+
+    import pytest
+
+    db = tmp_path / "s.db"
+    Store(db).close()
+    raw = sqlite3.connect(db)
+    raw.execute("PRAGMA user_version=99")
+    raw.commit()
+    raw.close()
+    with pytest.raises(RuntimeError, match="newer abilities-mcp.*--state-dir"):
+        Store(db)
+
+
+def test_pruning_keeps_the_children_of_kept_runs_and_drops_those_of_dropped_runs(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    now = time.time()
+    try:
+        store.create_run(make_run("old", started=now - 40))
+        store.create_run(make_run("old-child", started=now - 39, parent="old"))
+        store.create_run(make_run("live", started=now - 30, status="awaiting_agent"))
+        store.create_run(make_run("live-child-done", started=now - 29, parent="live"))
+        store.create_run(make_run("live-child", started=now - 28, status="awaiting_agent", parent="live"))
+        store.create_run(make_run("kept", started=now - 20))
+        store.create_run(make_run("kept-child", started=now - 19, parent="kept"))
+        store.create_run(make_run("kept-grandchild", started=now - 18, parent="kept-child"))
+        store.create_run(make_run("newest", started=now - 10))
+        store.create_run(
+            make_run("orphan", started=now - 50, parent="long-gone")
+        )  # its parent was pruned by an old version
+
+        store.prune(keep_runs=3, keep_days=30)
+
+        assert {r.run_id for r in store.runs(limit=50)} == {"live", "kept", "newest"}
+        assert [r.run_id for r in store.children("live")] == ["live-child-done", "live-child"]
+        assert [r.run_id for r in store.children("kept")] == ["kept-child"]
+        assert [r.run_id for r in store.children("kept-child")] == ["kept-grandchild"]
+        assert store.get_run("old") is None and store.get_run("old-child") is None
+        assert store.get_run("orphan") is None
+    finally:
+        store.close()
+
+
+def test_pruning_by_age_takes_a_finished_runs_children_with_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    old = time.time() - 40 * 86400
+    try:
+        store.create_run(make_run("ancient", started=old))
+        store.create_run(make_run("ancient-child", started=old + 1, parent="ancient"))
+        store.create_run(make_run("recent", started=time.time()))
+        store.prune(keep_runs=10, keep_days=30)
+        assert store.get_run("ancient") is None and store.get_run("ancient-child") is None
+        assert store.get_run("recent") is not None
+    finally:
+        store.close()
