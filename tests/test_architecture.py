@@ -3,7 +3,9 @@ a forbidden import breaks the contract that names it."""
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,3 +70,73 @@ def test_a_forbidden_import_breaks_the_contract_that_names_it(
 
     assert result.returncode == 1, result.stdout + result.stderr
     assert broken in result.stdout, result.stdout
+
+
+# --- ARCHITECTURE.md is the map: it must match the tree --------------------------------------------------------
+
+ARCHITECTURE = REPO / "ARCHITECTURE.md"
+PACKAGE = REPO / "src" / "abilities_mcp"
+
+
+def defined_names(path: Path) -> set[str]:
+    """Top-level functions and classes of a module, and `Class.method` for their methods."""
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            names |= {
+                f"{node.name}.{n.name}" for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            }
+    return names
+
+
+def test_every_module_path_architecture_md_names_exists() -> None:
+    named = set(re.findall(r"`((?:[a-z_]+/)+[a-z_]+\.(?:py|js))`", ARCHITECTURE.read_text()))
+    assert named, "ARCHITECTURE.md names no module paths"
+    missing = sorted(p for p in named if not (PACKAGE / p).exists() and not (REPO / p).exists())
+    assert not missing, f"ARCHITECTURE.md names modules that do not exist: {missing}"
+
+
+def test_the_module_table_lists_every_module_of_every_folder() -> None:
+    text = ARCHITECTURE.read_text()
+    rows = dict(re.findall(r"^\| `([a-z_]+)/` \| (.*) \|$", text, re.M))
+    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    assert sorted(rows) == folders
+    for folder in folders:
+        modules = {p.stem for p in (PACKAGE / folder).glob("*.py") if p.stem != "__init__"}
+        modules |= {p.name for p in (PACKAGE / folder).glob("*.js")}
+        listed = set(re.findall(r"`([a-z_]+(?:\.js)?)`", rows[folder]))
+        assert modules <= listed, f"{folder}/: ARCHITECTURE.md does not list {sorted(modules - listed)}"
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("engine/handback.py", "AgentSteps._live_for_handback"),
+        ("engine/handback.py", "_not_awaiting_agent"),
+        ("engine/handoff.py", "check_handback"),
+        ("server/ability_tools.py", "_refused_handback"),
+        ("server/session.py", "Session.refused_or_warned"),
+        ("clients/hook.py", "main"),
+        ("clients/hook.py", "parse"),
+        ("clients/hook.py", "before"),
+        ("clients/hook.py", "_step_verdict"),
+        ("clients/hook.py", "_workflow_answer"),
+        ("clients/hook.py", "_claude_output"),
+        ("clients/hook.py", "after"),
+        ("clients/enforcement.py", "tool_verdict"),
+        ("prerequisites/sessions.py", "SessionState.record"),
+        ("engine/core.py", "Engine.start"),
+        ("engine/core.py", "Engine._drive"),
+        ("engine/core.py", "Engine._run_step"),
+        ("abilities/checks.py", "execution_order"),
+    ],
+    ids=lambda v: v,
+)
+def test_the_three_flows_name_functions_where_they_are(module: str, name: str) -> None:
+    text = ARCHITECTURE.read_text()
+    short = name.rsplit(".", 1)[-1]
+    assert f"`{module}`" in text and (f"`{name}`" in text or f"`{short}`" in text), "ARCHITECTURE.md no longer says it"
+    assert name in defined_names(PACKAGE / module), f"{module} no longer defines {name}; update ARCHITECTURE.md"

@@ -1,0 +1,143 @@
+"""The command line's grammar: every command, its arguments and the options all commands share."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..state.store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every command and option; options may come before or after the command."""
+    parser = argparse.ArgumentParser(
+        prog="abilities-mcp",
+        parents=[_common(None, None, "warning")],
+        description="MCP stdio server for enforceable agent workflows (no command: serve).",
+    )
+    _history_options(parser, None)
+    sub = parser.add_subparsers(dest="command")
+    # Options may come before or after the command; after it they must not reset what came before.
+    common = _common(argparse.SUPPRESS, argparse.SUPPRESS, argparse.SUPPRESS)
+    p = sub.add_parser("serve", parents=[common], help="run the MCP server over stdio (the default)")
+    _history_options(p, argparse.SUPPRESS)
+    p = sub.add_parser(
+        "validate", parents=[common], help="check abilities, skills and workflows.json; exit 1 on errors"
+    )
+    p.add_argument("names", nargs="*", metavar="NAME")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("list", parents=[common], help="list abilities")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("run", parents=[common], help="run an ability in this terminal")
+    p.add_argument("name")
+    p.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE")
+    p = sub.add_parser("status", parents=[common], help="show a run (default: the newest)")
+    p.add_argument("run_id", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("history", parents=[common], help="list recent runs")
+    p.add_argument("--limit", type=int, default=20)
+    p = sub.add_parser("approve", parents=[common], help="approve the step a run waits on (at a terminal only)")
+    p.add_argument("run_id")
+    p.add_argument("--reject", action="store_true", help="reject instead")
+    p.add_argument("--choice", help="the option value to answer with, for approvals with options")
+    p.add_argument("--step", help="the step asked about (default: whichever the run waits on)")
+    p.add_argument("--note", help="why, for the record")
+    p = sub.add_parser("decide", parents=[common], help="retry, continue or stop after a failed step (terminal only)")
+    p.add_argument("run_id")
+    p.add_argument("decision", choices=["retry", "continue", "stop"])
+    p.add_argument("--step", help="the failed step (default: whichever the run asks about)")
+    p.add_argument("--note", help="why, for the record")
+    p = sub.add_parser("skills", parents=[common], help="list, route to, or read the project's skills")
+    # One parser per action, each with its own positionals, so options may sit anywhere (`route --json TEXT`).
+    actions = p.add_subparsers(dest="action", required=True, metavar="{list,route,read}")
+    s = actions.add_parser("list", parents=[common], help="every skill, where it lives, and its warnings")
+    s.add_argument("--json", action="store_true")
+    s = actions.add_parser("route", parents=[common], help="the skills that fit a task, best first")
+    s.add_argument("task", nargs="+", metavar="TEXT", help="the task in the user's words")
+    s.add_argument("--limit", type=int, default=3, help="how many skills at most")
+    s.add_argument("--json", action="store_true")
+    s = actions.add_parser("read", parents=[common], help="print skills as `openskills read` does")
+    s.add_argument("names", nargs="+", metavar="NAME", help="skill name(s); `a,b` reads several")
+    p = sub.add_parser("schema", parents=[common], help="print a JSON Schema for editors")
+    p.add_argument("kind", choices=["ability", "workflows"])
+    _workflow_parsers(sub, common)
+    _client_parsers(sub, common)
+    return parser
+
+
+def _client_parsers(sub, common: argparse.ArgumentParser) -> None:
+    from ..clients.configs import CLIENTS
+    from ..clients.hook import EVENTS
+
+    p = sub.add_parser("hook", parents=[common], help="answer a client hook event (reads its JSON on stdin)")
+    p.add_argument("client", choices=sorted(EVENTS))
+    p.add_argument("event", help="; ".join(f"{client}: {', '.join(events)}" for client, events in EVENTS.items()))
+    _history_options(p, argparse.SUPPRESS)
+    p = sub.add_parser("init", parents=[common], help="write or merge a client's config (server entry and hooks)")
+    p.add_argument("client", choices=CLIENTS)
+    p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    p.add_argument("--name", default="abilities", help="the server's name in the client (default: abilities)")
+    p.add_argument(
+        "--command",
+        dest="client_command",
+        help="how the client starts abilities-mcp (default: found on PATH, else this one)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing entry of ours that differs")
+
+
+def _workflow_parsers(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("workflows", parents=[common], help="list or edit workflows.json (tool prerequisites)")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{list,add,enable,disable,remove}")
+    s = actions.add_parser("list", parents=[common], help="every workflow: triggers, prerequisites, mode")
+    s.add_argument("--json", action="store_true")
+    s = actions.add_parser("add", parents=[common], help="add a built-in template")
+    s.add_argument("--template", required=True, help="database, browser, github-pr or graphql")
+    s.add_argument("--name", help="the workflow's name (default: the template's own)")
+    for action, text in (("enable", "turn on"), ("disable", "turn off (kept in the file)"), ("remove", "delete")):
+        s = actions.add_parser(action, parents=[common], help=f"{text} a workflow")
+        s.add_argument("name")
+
+
+def _duration(text: str) -> float:
+    from ..durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _common(root, state_dir, log_level) -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--root", default=root, help="project root (default: $ABILITIES_ROOT, $CLAUDE_PROJECT_DIR, cwd)"
+    )
+    common.add_argument("--state-dir", default=state_dir, help="state directory (default: ROOT/.abilities)")
+    common.add_argument("--log-level", default=log_level, choices=["debug", "info", "warning", "error"])
+    return common
+
+
+def _history_options(parser: argparse.ArgumentParser, default) -> None:
+    from ..prerequisites.sessions import TTL_ENV
+
+    parser.add_argument(
+        "--session-ttl",
+        type=_duration,
+        default=default if default is not None else os.environ.get(TTL_ENV) or "24h",  # parsed by type=
+        metavar="DURATION",
+        help="workflow prerequisites recorded in a session expire this long after it started "
+        "(default 24h, $ABILITIES_SESSION_TTL)",
+    )
+    env_runs, env_days = os.environ.get("ABILITIES_HISTORY_RUNS"), os.environ.get("ABILITIES_HISTORY_DAYS")
+    parser.add_argument(
+        "--history-runs",
+        type=int,
+        default=default if default is not None else int(env_runs or DEFAULT_HISTORY_RUNS),
+        help="finished runs kept (default 500, $ABILITIES_HISTORY_RUNS)",
+    )
+    parser.add_argument(
+        "--history-days",
+        type=float,
+        default=default if default is not None else float(env_days or DEFAULT_HISTORY_DAYS),
+        help="days finished runs are kept (default 30, $ABILITIES_HISTORY_DAYS)",
+    )

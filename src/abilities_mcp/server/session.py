@@ -1,0 +1,83 @@
+"""One client connection: its engine, its store, its session id, and how a call waits for the run to settle."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import InputRequiredResult
+
+from ..engine.core import Engine
+from ..errors import AbilitiesError, Refused
+from ..state.store import Store
+from .forms import MAX_FORMS_PER_CALL, ask_by_form, form_era, input_required, open_question
+from .results import Run
+from .views import run_view
+
+
+@dataclass
+class Session:
+    """Per-connection state: the engine and this client's session id."""
+
+    engine: Engine
+    store: Store
+    default_session_id: str
+    forms_work: bool = True  # cleared when this client failed a form: its runs wait for the terminal command
+
+    def view(self, run_id: str, warning: str | None = None) -> Run:
+        view = run_view(self.store.get_run(run_id), self.store.get_run)
+        if warning:
+            view.warnings.append(warning)
+        return view
+
+    async def settle(
+        self, ctx: Context, run_id: str, wait_seconds: float, progress=None, *, first_change: bool = False
+    ) -> Run | InputRequiredResult:
+        """Wait as the caller asked; when the run then waits for a person and the client shows forms, ask there."""
+        await self.engine.wait(run_id, wait_seconds, progress, first_change=first_change)
+        for _ in range(MAX_FORMS_PER_CALL):
+            asking = open_question(self.engine, run_id)
+            era = form_era(ctx) if asking is not None and self.forms_work else None
+            if asking is None or era is None:
+                break
+            if era == "modern":
+                return input_required(run_id, *asking)
+            if not await ask_by_form(self.engine, ctx, *asking):
+                self.forms_work = False
+                break
+            await self.engine.wait(run_id, wait_seconds, progress)
+        return self.view(run_id)
+
+    async def act_then_settle(
+        self, ctx: Context, run_id: str, wait_seconds: float, act: Callable[[], object]
+    ) -> Run | InputRequiredResult:
+        """Do what the call asks (refused or, under loose, warned), then wait as the caller asked."""
+        try:
+            act()
+        except Refused as refusal:
+            return self.refused_or_warned(run_id, refusal)
+        except AbilitiesError as exc:
+            raise ToolError(str(exc)) from exc
+        return await self.settle(ctx, run_id, wait_seconds)
+
+    def refused_or_warned(self, run_id: str | None, refusal: Refused) -> Run:
+        """Under enforcement: loose an out-of-step call is answered with a warning and changes nothing."""
+        record = self.store.get_run(run_id) if run_id else None
+        if record is None or record.enforcement != "loose":
+            raise ToolError(str(refusal)) from refusal
+        return self.view(record.run_id, f"Not done (enforcement: loose, so this is a warning): {refusal}")
+
+    def session_id(self, ctx: Context) -> str:
+        """$CLAUDE_CODE_SESSION_ID, else OpenCode's _meta.sessionID, else the id minted for this connection."""
+        if env := os.environ.get("CLAUDE_CODE_SESSION_ID"):
+            return env
+        meta = ctx.request_context.meta or {}
+        return str(meta.get("sessionID") or self.default_session_id)
+
+
+def session_of(ctx: Context) -> Session:
+    """The connection's Session, which the server's lifespan made."""
+    return ctx.request_context.lifespan_context
