@@ -62,7 +62,7 @@ async def test_a_piped_stdin_is_refused_so_an_agent_shell_cannot_approve(client,
     run_id = await _waiting_run(client, write)
     done = subprocess.run(cli(root, "approve", run_id), input="y\n", capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
-    assert "stdin is not a terminal" in done.stderr and "an agent's shell tool cannot" in done.stderr
+    assert "stdin is not a terminal" in done.stderr and "an agent's tools cannot" in done.stderr
     assert stored_run(root, run_id).status == "awaiting_approval"
     assert stored_run(root, run_id).answer is None
     await client.call_tool("ability_cancel", {"run_id": run_id})

@@ -50,7 +50,7 @@ async def test_a_person_approves_through_the_form_and_the_run_goes_on(project, w
     approve = next(s for s in run["steps"] if s["id"] == "approve")
     assert approve["status"] == "completed" and approve["output"] == "approved"
     events = [e["detail"] for e in _events(root, run["run_id"]) if e["event"] == "answered"]
-    assert events == ["approved by elicitation"]
+    assert events == ["approved by elicitation (form shown by mcp 0.1.0)"]  # the client, as it introduced itself
 
 
 @pytest.mark.parametrize("mode", ERAS)

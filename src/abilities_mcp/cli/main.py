@@ -159,14 +159,19 @@ def history(project: Project, args: argparse.Namespace) -> int:
 
     store = Store(project.state_db)
     recover_orphans(store)
-    for r in history_view(store.runs(limit=args.limit)).runs:
+    for record in store.runs(limit=args.limit):
+        r = history_view([record]).runs[0]
         print(f"{r.run_id}  {r.status:12} {r.ability:28} {r.started_at}  {r.finished_at or ''}")
+        for answer in record.answers:  # who let the run on, and from where
+            print(f"    answered {answer['step_id']}: {answer['detail']}")
     return 0
 
 
 def approve(project: Project, args: argparse.Namespace) -> int:
     """A person approves (or rejects) the step a run waits on; refused unless typed at a terminal."""
     from .terminal import answer_command
+
+    _isolated()
 
     wanted = "reject" if args.reject else "approve"
     return answer_command(project, args.run_id, args.step, wanted, args.choice, args.note)
@@ -176,7 +181,16 @@ def decide(project: Project, args: argparse.Namespace) -> int:
     """A person decides what happens after a failed step (on_failure: ask); refused unless typed at a terminal."""
     from .terminal import answer_command
 
+    _isolated()
+
     return answer_command(project, args.run_id, args.step, "decision", args.decision, args.note)
+
+
+def _isolated() -> None:
+    """Run again in Python's isolated mode, unless already: a PYTHONPATH or user-site shim (one that makes isatty()
+    say yes) must not run inside the command that decides whether a person is typing."""
+    if not sys.flags.isolated:
+        os.execv(sys.executable, [sys.executable, "-I", "-m", "abilities_mcp", *sys.argv[1:]])
 
 
 def skills(project: Project, args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """A person at a terminal: running an ability with live progress (Ctrl-C cancels), and answering the questions
 runs ask (`abilities-mcp approve` / `decide`, or inline while `run` drives the ability).
 
-Answers are taken only from a terminal: a piped stdin could be an agent's shell tool speaking for the person.
+Answers are taken only from a person's terminal (person.py): a pipe, or a terminal an agent's tools made, could be
+the agent speaking for the person. Each answer records the terminal and the process chain it came from.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..server.results import Run
 from ..server.views import run_view
 from ..state.project import Project
 from ..state.store import Store
+from . import person
 
 MARKS = {"running": ">", "completed": "ok", "failed": "FAIL", "skipped": "skip", "cancelled": "cancel"}
 
@@ -87,14 +89,15 @@ async def _answer_agent_step(engine: Engine, store: Store, run_id: str) -> None:
 async def _answer_question(engine: Engine, live, question: Question) -> None:
     """Ask the person here when stdin is a terminal; otherwise say how to answer from one."""
     print(f"\n{question.message(live.run_id, live.name)}", flush=True)
-    if not sys.stdin.isatty():
+    why = person.refusal()
+    if why is not None:
         print(
-            f"stdin is not a terminal, so the answer cannot come from here: in a terminal, type\n"
+            f"The answer cannot come from here ({why}): a person types, in their own terminal,\n"
             f"  {question.terminal_command(live.run_id)}",
             flush=True,
         )
         return
-    answer = await anyio.to_thread.run_sync(_ask_inline, question, abandon_on_cancel=True)
+    answer = await anyio.to_thread.run_sync(_ask_inline, question, person.origin(), abandon_on_cancel=True)
     if answer is None:
         return
     try:
@@ -103,17 +106,17 @@ async def _answer_question(engine: Engine, live, question: Question) -> None:
         print(exc, file=sys.stderr, flush=True)
 
 
-def _ask_inline(question: Question) -> Answer | None:
+def _ask_inline(question: Question, origin: str) -> Answer | None:
     """Read a choice typed at the terminal: y/n for a yes/no question, else one of the option values."""
     if question.is_yes_no:
         reply = _prompt(f"{question.options[0].label}? [y/N] ")
-        return None if reply is None else question.from_yes_no(reply.lower() in ("y", "yes"), "terminal")
+        return None if reply is None else question.from_yes_no(reply.lower() in ("y", "yes"), "terminal", None, origin)
     while True:
         reply = _prompt(f"Answer ({' / '.join(question.values())}): ")
         if reply is None:
             return None
         if question.option(reply) is not None:
-            return question.from_choice(reply, "terminal")
+            return question.from_choice(reply, "terminal", None, origin)
         print(f"{reply!r} is not one of {question.values()}", flush=True)
 
 
@@ -125,10 +128,11 @@ def _prompt(text: str) -> str | None:
 
 def answer_command(project: Project, run_id: str, step_id: str | None, wanted: str, choice: str | None, note) -> int:
     """`abilities-mcp approve` / `decide`: show the question, take the person's confirmation, record the answer."""
-    if not sys.stdin.isatty():
+    why = person.refusal()
+    if why is not None:
         print(
-            "abilities-mcp: refused: stdin is not a terminal. Approvals and decisions come from a person typing this "
-            "command in their own terminal; an agent's shell tool cannot give them.",
+            f"abilities-mcp: refused: {why}. Approvals and decisions come from a person typing this command in their "
+            "own terminal; an agent's tools cannot give them.",
             file=sys.stderr,
         )
         return 2
@@ -137,7 +141,7 @@ def answer_command(project: Project, run_id: str, step_id: str | None, wanted: s
         engine = Engine(store, Catalog(project))
         try:
             record, question = engine.pending_question(run_id, step_id, "terminal")
-            answer = _command_answer(question, run_id, wanted, choice, note)
+            answer = _command_answer(question, run_id, wanted, choice, note, person.origin())
         except (Refused, ValueError) as exc:
             print(f"abilities-mcp: {exc}", file=sys.stderr)
             return 1
@@ -158,14 +162,16 @@ def answer_command(project: Project, run_id: str, step_id: str | None, wanted: s
         store.close()
 
 
-def _command_answer(question: Question, run_id: str, wanted: str, choice: str | None, note: str | None) -> Answer:
+def _command_answer(
+    question: Question, run_id: str, wanted: str, choice: str | None, note: str | None, origin: str
+) -> Answer:
     if wanted == "decision" and question.kind != "decision":
         raise ValueError(f"run {run_id} waits for an approval, not a decision: `{question.terminal_command(run_id)}`")
     if wanted != "decision" and question.kind == "decision":
         raise ValueError(f"run {run_id} waits for a decision, not an approval: `{question.terminal_command(run_id)}`")
     if choice is not None:
-        return question.from_choice(choice, "terminal", note)
-    return question.from_yes_no(wanted == "approve", "terminal", note)
+        return question.from_choice(choice, "terminal", note, origin)
+    return question.from_yes_no(wanted == "approve", "terminal", note, origin)
 
 
 def _read_answer() -> str | None:
@@ -205,4 +211,5 @@ def print_run(view: Run) -> str:
         lines.append(f"  {s.id:20} {s.status:10}{extra}{'  ' + s.error if s.error else ''}")
     if view.error:
         lines.append(f"error: {view.error}")
+    lines += [f"  answered {a.step}: {a.answer}  ({a.at})" for a in view.answers]
     return "\n".join(lines)

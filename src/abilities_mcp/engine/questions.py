@@ -37,6 +37,8 @@ class Answer:
     approved: bool
     by: str  # "elicitation" | "terminal" | "agent" | "timeout"
     note: str | None = None
+    # Where it came from, for the record: the terminal and its process chain, or the client that showed the form.
+    origin: str | None = None
 
     def summary(self) -> str:
         verb = "approved" if self.approved else "rejected"
@@ -122,27 +124,27 @@ class Question:
 
     # --- answering ------------------------------------------------------------------------------------------
 
-    def from_form(self, action: str, content: dict[str, Any] | None) -> Answer:
+    def from_form(self, action: str, content: dict[str, Any] | None, origin: str | None = None) -> Answer:
         """An elicitation's result; a declined or cancelled form (or one we cannot read) is a rejection."""
         content = content or {}
         if action == "accept" and self.is_yes_no and isinstance(content.get("approve"), bool):
-            return self._answer(self._yes() if content["approve"] else self._no(), "elicitation")
+            return self._answer(self._yes() if content["approve"] else self._no(), "elicitation", origin=origin)
         chosen = next((o for o in self.options if o.value == content.get("decision", content.get("answer"))), None)
         if action == "accept" and chosen is not None:
-            return self._answer(chosen, "elicitation")
+            return self._answer(chosen, "elicitation", origin=origin)
         why = {"decline": "form declined", "cancel": "form cancelled"}.get(action, "form gave no valid choice")
         fallback = self.option("stop") if self.kind == "decision" else self._no()
-        return self._answer(fallback, "elicitation", why)
+        return self._answer(fallback, "elicitation", why, origin)
 
-    def from_yes_no(self, approved: bool, by: str, note: str | None = None) -> Answer:
-        return self._answer(self._yes() if approved else self._no(), by, note)
+    def from_yes_no(self, approved: bool, by: str, note: str | None = None, origin: str | None = None) -> Answer:
+        return self._answer(self._yes() if approved else self._no(), by, note, origin)
 
-    def from_choice(self, value: str, by: str, note: str | None = None) -> Answer:
+    def from_choice(self, value: str, by: str, note: str | None = None, origin: str | None = None) -> Answer:
         """A named option (a decision, or an approval option); raises ValueError naming the valid ones."""
         chosen = self.option(value)
         if chosen is None:
             raise ValueError(f"{value!r} is not an answer to this question; choose one of {self.values()}")
-        return self._answer(chosen, by, note)
+        return self._answer(chosen, by, note, origin)
 
     def timed_out(self, limit: str) -> Answer:
         fallback = self.option("stop") if self.kind == "decision" else self._no()
@@ -160,5 +162,5 @@ class Question:
     def _no(self) -> Option:
         return next(o for o in self.options if not o.approves)
 
-    def _answer(self, option: Option, by: str, note: str | None = None) -> Answer:
-        return Answer(self.id, option.value, option.approves, by, note)
+    def _answer(self, option: Option, by: str, note: str | None = None, origin: str | None = None) -> Answer:
+        return Answer(self.id, option.value, option.approves, by, note, origin)

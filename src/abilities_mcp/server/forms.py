@@ -43,6 +43,14 @@ def form_era(ctx: Context) -> str | None:
     return "modern" if version and is_version_at_least(version, INPUT_REQUIRED_VERSION) else "legacy"
 
 
+def form_origin(ctx: Context) -> str:
+    """Which client showed the form, for the record: its name and version as it introduced itself."""
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    client = f"{info.name} {info.version}" if info is not None else "an unnamed client"
+    return f"form shown by {client}"
+
+
 def open_question(engine: Engine, run_id: str) -> tuple[LiveRun, Question] | None:
     """The question a run (or the child run it waits on) asks a person now, if this process drives it."""
     live = engine.live.get(run_id)
@@ -77,7 +85,9 @@ def answer_from_retry(engine: Engine, ctx: Context) -> str | None:
     if isinstance(response, ElicitResult) and record is not None and record.question_id == question_id:
         question = Question.from_json(record.question or {})
         try:
-            engine.record_answer(run_id, question, question.from_form(response.action, response.content))
+            engine.record_answer(
+                run_id, question, question.from_form(response.action, response.content, form_origin(ctx))
+            )
         except Refused:
             pass  # answered meanwhile (terminal, timeout): the first answer stands
     return str(view)
@@ -111,7 +121,9 @@ async def ask_by_form(engine: Engine, ctx: Context, live: LiveRun, question: Que
     result = outcome.get("result")
     if result is not None:
         try:
-            engine.record_answer(live.run_id, question, question.from_form(result.action, result.content))
+            engine.record_answer(
+                live.run_id, question, question.from_form(result.action, result.content, form_origin(ctx))
+            )
         except Refused:
             pass
     return "failed" not in outcome

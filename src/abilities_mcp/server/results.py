@@ -46,6 +46,14 @@ class StepResult(BaseModel):
     child_run: str | None = Field(None, description="A workflow step's child run (read it with ability_status)")
 
 
+class AnswerInfo(BaseModel):
+    """A person's answer to one of the run's questions, and where it came from."""
+
+    step: str = Field(description="The step asked about (plan: the plan approval)")
+    answer: str = Field(description="What was answered, by which channel, from where (terminal and process chain)")
+    at: str
+
+
 class Run(BaseModel):
     """A run of an ability: where it is, what happened, and the legal next calls."""
 
@@ -61,6 +69,7 @@ class Run(BaseModel):
     started_at: str
     finished_at: str | None = None
     parent_run: str | None = Field(None, description="The run whose workflow step started this one")
+    answers: list[AnswerInfo] = Field(default_factory=list, description="Every answer to its questions, oldest first")
     warnings: list[str] = Field(
         default_factory=list, description="Under enforcement: loose, out-of-step calls are answered here, not refused"
     )

@@ -19,6 +19,7 @@ from ..skills.skillset import SkillSet
 from ..state.store import RunRecord, StepRecord
 from .results import (
     AbilityInfo,
+    AnswerInfo,
     CurrentStep,
     ErrorInfo,
     FileReport,
@@ -77,6 +78,9 @@ def run_view(record: RunRecord, lookup: Callable[[str], RunRecord | None] | None
         started_at=iso(record.started_at) or "",
         finished_at=iso(record.finished_at),
         parent_run=record.parent_run,
+        answers=[
+            AnswerInfo(step=a["step_id"] or "plan", answer=a["detail"], at=iso(a["at"]) or "") for a in record.answers
+        ],
     )
 
 

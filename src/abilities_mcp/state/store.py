@@ -74,6 +74,8 @@ class RunRecord:
     question: dict[str, Any] | None = None
     question_id: str | None = None
     answer: dict[str, Any] | None = None
+    # Every answer given to the run's questions: {step_id, detail ("approved by terminal /dev/pts/3 ..."), at}.
+    answers: list[dict[str, Any]] = field(default_factory=list)
 
     def step(self, step_id: str) -> StepRecord:
         return next(s for s in self.steps if s.step_id == step_id)
@@ -137,7 +139,8 @@ class Store(Database):
                 (json.dumps(answer), time.time(), run_id, question_id),
             )
             if cur.rowcount:
-                self._event(run_id, step_id, "answered", f"{answer['value']} by {answer['by']}")
+                origin = f" ({answer['origin']})" if answer.get("origin") else ""
+                self._event(run_id, step_id, "answered", f"{answer['value']} by {answer['by']}{origin}")
             return cur.rowcount == 1
 
     def answer_to(self, run_id: str, question_id: str) -> dict[str, Any] | None:
@@ -223,6 +226,11 @@ class Store(Database):
         for key in ("question", "answer"):
             data[key] = json.loads(data[key]) if data[key] else None
         steps = self.db.execute("SELECT * FROM steps WHERE run_id=? ORDER BY position", (row["run_id"],)).fetchall()
+        answers = self.db.execute(
+            "SELECT step_id, detail, at FROM events WHERE run_id=? AND event='answered' ORDER BY id", (row["run_id"],)
+        ).fetchall()
         return RunRecord(
-            **data, steps=[StepRecord(**{k: v for k, v in dict(s).items() if k != "run_id"}) for s in steps]
+            **data,
+            steps=[StepRecord(**{k: v for k, v in dict(s).items() if k != "run_id"}) for s in steps],
+            answers=[dict(a) for a in answers],
         )
