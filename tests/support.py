@@ -195,3 +195,24 @@ class Terminal:
 
 def cli(root: Path, *args: str) -> list[str]:
     return [*CLI, *args, "--root", str(root)]
+
+
+# --- the hook command as a client runs it ----------------------------------------------------------------------
+
+# One hook process: it starts, reads the state file and answers well within this, or something hangs.
+HOOK_TIMEOUT_SECONDS = 30
+
+
+def run_hook(
+    root: Path, client: str, event: str, payload: dict[str, Any], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real command as the client would: JSON on stdin, the project in the payload's cwd."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "ABILITIES_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "abilities_mcp", "hook", client, event],
+        input=json.dumps({"cwd": str(root), **payload}),
+        capture_output=True,
+        text=True,
+        env={**clean, **(env or {})},
+        timeout=HOOK_TIMEOUT_SECONDS,
+    )

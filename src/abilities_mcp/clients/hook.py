@@ -28,6 +28,7 @@ from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV, SessionState
 from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_workflows
 from ..state.database import Database
 from ..state.project import Project
+from . import guards
 from .enforcement import Verdict, kind, next_move, stop_verdict, tool_verdict, where
 from .position import Position, find
 
@@ -72,6 +73,7 @@ class Call(NamedTuple):
     source: str  # SessionStart: startup | resume | clear | compact
     cwd: str
     skill: str | None = None  # the skill a skill tool call loads, when it says
+    arguments: dict[str, Any] = {}  # the tool's arguments (a shell command, the file a write tool changes)
 
 
 class Answer(NamedTuple):
@@ -142,6 +144,7 @@ def parse(client: str, kind: str, data: Any) -> Call:
             "",
             str(data.get("cwd") or ""),
             _skill(data, "tool", "args", "name"),  # OpenCode's skill tool: {name}
+            _arguments(data.get("args")),
         )
     return Call(
         client,
@@ -156,7 +159,12 @@ def parse(client: str, kind: str, data: Any) -> Call:
         str(data.get("source") or ""),
         str(data.get("cwd") or ""),
         _skill(data, "tool_name", "tool_input", "skill"),  # Claude Code's Skill tool: {skill, args}
+        _arguments(data.get("tool_input")),
     )
+
+
+def _arguments(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _skill(data: dict[str, Any], tool_key: str, arguments_key: str, name_key: str) -> str | None:
@@ -232,10 +240,13 @@ def _ttl_from_env() -> float:
 
 
 def before(hook: Hook) -> Answer:
-    """A tool is about to run: the live run's step decides first, then workflows.json."""
+    """A tool is about to run: the guards first (whatever the run), then the live run's step, then workflows.json."""
     tool = hook.call.tool
     if not tool or kind(tool) == "own":
         return Answer()
+    guarded = guards.refusal(tool, hook.call.arguments, hook.project.root, hook.project.state_db.parent)
+    if guarded:
+        return Answer(deny=guarded)
     verdict = _step_verdict(hook, tool)
     if verdict.decision == "deny":
         return Answer(deny=verdict.reason)

@@ -1,0 +1,112 @@
+"""What no agent tool may touch, whatever run is live: a person's approval commands, the state file, and the files
+that decide what gates the agent (the clients' hooks, plugins, settings and server entries).
+
+These hold in every session, with or without a live run: a run started from a terminal has no run in the model's
+session, and a settings file written today (an `Elicitation` hook that accepts every form) would answer tomorrow's
+approval. A shell command is judged by its text, so a command built to hide what it runs still passes: that gap,
+and what closes it (the client's sandbox, another OS user), is in the threat model (docs/clients.md).
+Pure functions, stdlib only: the hook runs them on every tool call.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, NamedTuple
+
+# Files and folders that decide what gates the agent, relative to the project and to the home folder.
+CLIENT_FILES = (
+    ".mcp.json",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".claude/hooks",
+    "opencode.json",
+    "opencode.jsonc",
+    ".opencode/plugins",
+    ".opencode/opencode.json",
+    ".opencode/opencode.jsonc",
+    ".config/opencode",
+    ".cursor/hooks.json",
+    ".cursor/mcp.json",
+    ".vscode/mcp.json",
+    ".codex/config.toml",
+    ".codex/hooks.json",
+    ".gemini/settings.json",
+)
+# `abilities-mcp approve|decide` however it is started (the script, `python -m abilities_mcp`, a path to either).
+_ANSWER_COMMAND = re.compile(r"abilities[-_]mcp\b[^;&|\n]*?\b(approve|decide)\b")
+# Tool argument keys that name the file a write tool changes (Claude Code, OpenCode).
+PATH_KEYS = ("file_path", "filePath", "notebook_path", "path")
+# Argument keys that hold a shell command.
+COMMAND_KEYS = ("command", "cmd")
+SHELL_TOOLS = {"bash", "shell", "run_shell_command", "exec", "killshell"}
+WRITE_TOOLS = {"write", "edit", "multiedit", "notebookedit", "patch", "apply_patch"}
+
+
+def refusal(tool: str, arguments: dict[str, Any], root: Path, state_dir: Path) -> str | None:
+    """Why this call may not run whatever the run, or None. Only the client's shell and file-writing tools."""
+    name = tool.lower()
+    if name in SHELL_TOOLS:
+        command = _first(arguments, COMMAND_KEYS)
+        return _shell_refusal(tool, command, root, state_dir) if command else None
+    if name in WRITE_TOOLS:
+        target = _first(arguments, PATH_KEYS)
+        return _write_refusal(tool, target, root, state_dir) if target else None
+    return None
+
+
+def _shell_refusal(tool: str, command: str, root: Path, state_dir: Path) -> str | None:
+    if _ANSWER_COMMAND.search(command):
+        return (
+            f"abilities-mcp: {tool} refused: `abilities-mcp approve|decide` is a person's answer, typed in their own "
+            "terminal; an agent's tools never run it. Ask the user to answer, then call ability_status."
+        )
+    for place in _protected(root, state_dir):
+        if any(needle in command for needle in place.needles):
+            return (
+                f"abilities-mcp: {tool} refused: the command names {place.shown}, which decides what gates the agent "
+                "(approvals, hooks, settings); only a person changes it. Read it with the Read tool if you need to."
+            )
+    return None
+
+
+def _write_refusal(tool: str, target: str, root: Path, state_dir: Path) -> str | None:
+    path = os.path.realpath(root / os.path.expanduser(target))  # a link into a protected folder is that folder
+    for place in _protected(root, state_dir):
+        if any(path == p or path.startswith(p + os.sep) for p in place.paths):
+            return (
+                f"abilities-mcp: {tool} refused: {target} decides what gates the agent (approvals, hooks, settings); "
+                "only a person changes it. Ask the user to make the change."
+            )
+    return None
+
+
+class Place(NamedTuple):
+    """One protected file or folder: how a message shows it, where it is, and the texts that name it."""
+
+    shown: str
+    paths: tuple[str, ...]
+    needles: tuple[str, ...]
+
+
+def _protected(root: Path, state_dir: Path) -> list[Place]:
+    state = os.path.realpath(state_dir)
+    relative = _relative(state_dir, root)
+    places = [Place(str(state_dir), (state,), tuple(n for n in (str(state_dir), state, relative) if n))]
+    home = Path("~").expanduser()
+    for name in CLIENT_FILES:
+        paths = (os.path.realpath(root / name), os.path.realpath(home / name))
+        places.append(Place(name, paths, (name, f"~/{name}", *paths)))
+    return places
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return ""
+
+
+def _first(arguments: dict[str, Any], keys: tuple[str, ...]) -> str:
+    return next((v for k in keys if isinstance(v := arguments.get(k), str) and v), "")

@@ -1,0 +1,95 @@
+"""The guards: in every session, with or without a live run, no agent tool runs a person's approval command,
+touches the state file, or changes the files that decide what gates the agent (hooks, plugins, settings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from abilities_mcp.clients.guards import refusal
+from support import run_hook
+
+ROOT = Path("/work/project")
+STATE = ROOT / ".abilities"
+
+REFUSED = [
+    ("Bash", {"command": "abilities-mcp approve run_1"}),
+    ("Bash", {"command": "echo y | script -qec 'abilities-mcp approve run_1' /dev/null"}),
+    ("Bash", {"command": "/home/me/.venv/bin/abilities-mcp decide run_1 continue"}),
+    ("Bash", {"command": "python3 -m abilities_mcp --root . approve run_1"}),
+    ("bash", {"command": "sqlite3 .abilities/state.db \"UPDATE runs SET answer='x'\""}),
+    ("Bash", {"command": f"python3 -c 'import sqlite3; sqlite3.connect(\"{STATE}/state.db\")'"}),
+    ("Bash", {"command": "cat > .claude/settings.local.json <<'EOF'\n{}\nEOF"}),
+    ("Bash", {"command": "cp evil.js .opencode/plugins/"}),
+    ("Bash", {"command": "echo '{}' > ~/.claude/settings.json"}),
+    ("Write", {"file_path": ".claude/settings.local.json", "content": "{}"}),
+    ("Write", {"file_path": str(ROOT / ".mcp.json"), "content": "{}"}),
+    ("Edit", {"file_path": "opencode.json", "old_string": "a", "new_string": "b"}),
+    ("write", {"filePath": ".opencode/plugins/x.js", "content": ""}),
+    ("Write", {"file_path": "~/.claude/settings.json", "content": "{}"}),
+    ("Write", {"file_path": "sub/../.abilities/state.db", "content": ""}),
+    ("Edit", {"file_path": ".cursor/hooks.json", "old_string": "a", "new_string": "b"}),
+]
+ALLOWED = [
+    ("Bash", {"command": "pytest -q"}),
+    ("Bash", {"command": "abilities-mcp status run_1"}),
+    ("Bash", {"command": "cat abilities/deploy.yaml"}),
+    ("Write", {"file_path": "src/app.py", "content": ""}),
+    ("Write", {"file_path": ".claude/agents/reviewer.md", "content": ""}),
+    ("Read", {"file_path": ".claude/settings.json"}),
+    ("Grep", {"pattern": "abilities-mcp approve"}),
+    ("mcp__db__execute_query", {"command": "abilities-mcp approve"}),  # another server's tool: not a shell
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), REFUSED, ids=[f"{t}:{json.dumps(a)[:60]}" for t, a in REFUSED])
+def test_a_call_that_would_answer_for_a_person_or_change_the_gates_is_refused(tool: str, arguments: dict) -> None:
+    why = refusal(tool, arguments, ROOT, STATE)
+    assert why is not None and why.startswith(f"abilities-mcp: {tool} refused:")
+    assert "only a person" in why or "a person's answer" in why
+
+
+@pytest.mark.parametrize(("tool", "arguments"), ALLOWED, ids=[f"{t}:{json.dumps(a)[:60]}" for t, a in ALLOWED])
+def test_everyday_calls_pass_the_guards(tool: str, arguments: dict) -> None:
+    assert refusal(tool, arguments, ROOT, STATE) is None
+
+
+def test_a_link_into_a_protected_folder_is_that_folder(tmp_path: Path) -> None:
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / "innocent").symlink_to(tmp_path / ".claude")
+    assert refusal("Write", {"file_path": "innocent/settings.local.json"}, tmp_path, tmp_path / ".abilities")
+
+
+def test_claude_code_s_pretooluse_denies_an_approval_command_with_no_run_live(root: Path) -> None:
+    payload = {
+        "session_id": "s1",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "echo y | script -qec 'abilities-mcp approve run_x' /dev/null"},
+    }
+    done = run_hook(root, "claude", "PreToolUse", payload)
+    answer = json.loads(done.stdout)["hookSpecificOutput"]
+    assert done.returncode == 0, done.stderr
+    assert answer["permissionDecision"] == "deny"
+    assert "a person's answer" in answer["permissionDecisionReason"]
+
+
+def test_claude_code_s_pretooluse_denies_writing_an_elicitation_hook_into_settings(root: Path) -> None:
+    payload = {
+        "session_id": "s1",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": str(root / ".claude" / "settings.local.json"), "content": "{}"},
+    }
+    answer = json.loads(run_hook(root, "claude", "PreToolUse", payload).stdout)["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny"
+    assert "settings.local.json" in answer["permissionDecisionReason"]
+
+
+def test_opencode_s_tool_before_blocks_writing_the_state_file(root: Path) -> None:
+    payload = {"tool": "bash", "sessionID": "ses_1", "callID": "c1", "args": {"command": "rm -rf .abilities"}}
+    done = run_hook(root, "opencode", "tool-before", payload)
+    assert done.returncode == 2
+    assert ".abilities" in done.stderr and "only a person" in done.stderr
