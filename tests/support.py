@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
@@ -9,6 +10,7 @@ import pty
 import select
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -150,13 +152,22 @@ async def raw_server(root: Path, stderr_file: Path) -> AsyncIterator[RawServer]:
 CLI = [sys.executable, "-m", "abilities_mcp"]
 
 
+def _controlling_terminal() -> None:
+    """In the child: a session of its own whose controlling terminal is the pty on stdin."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Terminal:
-    """A command running under a pseudo-terminal: read what it prints, type into it."""
+    """A command running under a pseudo-terminal, as a person's shell runs it: the terminal is its controlling
+    terminal (so Ctrl-C typed there is a SIGINT), read what it prints, type into it."""
 
     def __init__(self, args: list[str], cwd: Path):
         master, slave = pty.openpty()
         self.master, self.text = master, ""
-        self.proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, close_fds=True)
+        self.proc = subprocess.Popen(
+            args, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, close_fds=True, preexec_fn=_controlling_terminal
+        )
         os.close(slave)
 
     def expect(self, needle: str, timeout: float = 20.0) -> str:

@@ -3,6 +3,7 @@ pseudo-terminal, and refused when stdin is a pipe (an agent's shell tool)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from pathlib import Path
 
@@ -156,3 +157,21 @@ def test_run_hands_a_child_runs_agent_step_to_the_person(root: Path) -> None:
     term.type(".")
     assert "completed  (1/1 steps)" in term.expect("(1/1 steps)")
     assert term.wait() == 0
+
+
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_run_cancelled_at_the_agent_prompt_ends_at_once_without_waiting_for_input(root: Path, how: str) -> None:
+    (root / "abilities" / "asks.yaml").write_text(
+        "description: asks\nsteps:\n  - {id: ask, type: agent, prompt: Name a colour}\n"
+    )
+    term = Terminal(cli(root, "run", "asks"), root)
+    term.expect("end it with a line holding only '.'")
+    if how == "sigterm":
+        term.proc.send_signal(signal.SIGTERM)
+    else:
+        term.type("\x03")  # the terminal turns it into SIGINT for the foreground process
+
+    shown = term.expect("cancelled  (1/1 steps)")  # the final summary, printed without any more input
+
+    assert "cancelled" in shown and "Traceback" not in shown and "ExceptionGroup" not in shown
+    assert term.wait() == 1

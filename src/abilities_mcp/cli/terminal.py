@@ -7,16 +7,22 @@ the agent speaking for the person. Each answer records the terminal and the proc
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
 from ..abilities.catalog import Catalog
 from ..engine.core import Engine
+from ..engine.live import LiveRun
 from ..engine.questions import Answer, Question
 from ..errors import AbilitiesError, Refused
 from ..server.results import Run
@@ -60,33 +66,67 @@ async def _follow(engine: Engine, store: Store, run_id: str) -> None:
         _print_changes(store, run_id, seen)
         target = live.innermost()  # a workflow step's child run asks through its parent
         if target.status == "awaiting_agent":
-            await _answer_agent_step(engine, store, target.run_id)
+            await _answer_agent_step(engine, store, live, target.run_id)
             continue
         question = target.question
         if question is not None and not target.question_answered.is_set() and question.id not in asked:
             asked.add(question.id)
-            await _answer_question(engine, target, question)
+            await _answer_question(engine, live, target, question)
             continue
         await changed.wait()
     _print_changes(store, run_id, seen)
 
 
-async def _answer_agent_step(engine: Engine, store: Store, run_id: str) -> None:
+async def _answer_agent_step(engine: Engine, store: Store, top: LiveRun, run_id: str) -> None:
     """At a terminal the person is the agent: show the instructions, take the typed answer, hand it back."""
     step = next(s for s in store.get_run(run_id).steps if s.status == "awaiting")
     print(f"\n--- step {step.step_id} is yours ---\n{step.instructions}\n", flush=True)
     print("Type your answer; end it with a line holding only '.' (or end of input):", flush=True)
-    answer = await anyio.to_thread.run_sync(_read_answer, abandon_on_cancel=True)
+    ended, answer = await _read_unless_ended(top, _read_answer)
+    if ended:
+        return
     if answer is None:
         print("no answer (end of input): cancelling the run", file=sys.stderr, flush=True)
         await engine.cancel(run_id)
         return
-    problem = engine.complete(run_id, step.step_id, answer, success=True)
+    try:
+        problem = engine.complete(run_id, step.step_id, answer, success=True)
+    except Refused as exc:  # the run moved on meanwhile (cancelled, timed out)
+        print(f"abilities-mcp: {exc}", file=sys.stderr, flush=True)
+        return
     if problem:
         print(f"answer refused: {problem}", file=sys.stderr, flush=True)
 
 
-async def _answer_question(engine: Engine, live, question: Question) -> None:
+async def _read_unless_ended(top: LiveRun, read: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    """A blocking read from the terminal, given up when the run ends meanwhile (a cancel, a signal, a timeout):
+    (True, None) then, else (False, what was read). The read runs in a daemon thread: one still blocked on the
+    terminal when the run ends must not keep the command from exiting."""
+    got: list[Any] = []
+    read_done = anyio.Event()
+    token = anyio.lowlevel.current_token()
+
+    def work() -> None:
+        try:
+            got.append(read(*args))
+        finally:
+            with contextlib.suppress(RuntimeError):  # the event loop has ended: nobody waits any more
+                anyio.from_thread.run_sync(read_done.set, token=token)
+
+    threading.Thread(target=work, name="terminal-read", daemon=True).start()
+    async with anyio.create_task_group() as tg:
+
+        async def when_read() -> None:
+            await read_done.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(when_read)
+        await top.done.wait()
+        tg.cancel_scope.cancel()
+    return (False, got[0]) if got else (True, None)
+
+
+async def _answer_question(engine: Engine, top: LiveRun, live: LiveRun, question: Question) -> None:
     """Ask the person here when stdin is a terminal; otherwise say how to answer from one."""
     print(f"\n{question.message(live.run_id, live.name)}", flush=True)
     why = person.refusal()
@@ -97,8 +137,8 @@ async def _answer_question(engine: Engine, live, question: Question) -> None:
             flush=True,
         )
         return
-    answer = await anyio.to_thread.run_sync(_ask_inline, question, person.origin(), abandon_on_cancel=True)
-    if answer is None:
+    ended, answer = await _read_unless_ended(top, _ask_inline, question, person.origin())
+    if ended or answer is None:
         return
     try:
         engine.record_answer(live.run_id, question, answer)

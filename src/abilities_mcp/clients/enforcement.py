@@ -58,6 +58,10 @@ READ_ONLY = {
     "bashoutput",
     "listmcpresourcestool",
     "readmcpresourcetool",
+    "readmcpresourcedirtool",
+    "list_mcp_resources",  # OpenCode's MCP resource tools (names with "_" would read as another server's)
+    "read_mcp_resource",
+    "list_mcp_resource_templates",
     "toolsearch",
     "askuserquestion",
     "question",
