@@ -19,6 +19,8 @@ from .parser import build_parser
 log = logging.getLogger("abilities_mcp")
 # After a signal, the process exits within this long even if stdin is still open (runs are recorded by then).
 SHUTDOWN_SECONDS = 5.0
+# prctl(2) option: whether the process may be dumped, traced or read through /proc by its own user.
+PR_SET_DUMPABLE = 4
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,6 +41,7 @@ def serve(project: Project, args: argparse.Namespace) -> int:
 
     from ..server.app import create_server
 
+    _not_dumpable()
     server = create_server(
         project, history_runs=args.history_runs, history_days=args.history_days, session_ttl=args.session_ttl
     )
@@ -51,6 +54,21 @@ def serve(project: Project, args: argparse.Namespace) -> int:
 
     anyio.run(run)
     return 0
+
+
+def _not_dumpable() -> None:
+    """Close this process to other processes of the same user (Linux: PR_SET_DUMPABLE 0): /proc/PID/fd, environ
+    and mem become root's, so an agent's shell cannot write a forged form answer into the server's stdin through
+    /proc, read its memory or attach a debugger. The client's own end of the pipe stays open to the agent's user:
+    the threat model says so. Steps start dumpable again (execve resets it)."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError) as exc:  # a libc without prctl: the server still runs, just less closed
+        log.warning("could not make the server undumpable: %r", exc)
 
 
 async def _cancel_on_signal(scope) -> None:

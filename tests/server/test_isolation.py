@@ -1,0 +1,93 @@
+"""The server closes itself to its own user: an agent's shell (same OS user) cannot open its stdin through
+/proc/PID/fd to forge a form answer, which it can do to an ordinary process of that user."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from support import REPO
+
+NOBODY = 65534
+# The attack script's own bound: the server answers initialize in well under this.
+ATTACK_TIMEOUT_SECONDS = 60
+# Runs as an unprivileged user: starts a target with a pipe on stdin, then tries to open that pipe via /proc.
+ATTACK = r"""
+import json, os, subprocess, sys
+root, kind = sys.argv[1], sys.argv[2]
+if kind == "server":
+    argv = [sys.executable, "-m", "abilities_mcp", "--root", root]
+else:  # an ordinary process of the same user, to show the attack itself works
+    argv = [sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"]
+target = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+if kind == "server":
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+             "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    target.stdin.write(json.dumps(hello) + "\n")
+    target.stdin.flush()
+target.stdout.readline()  # the server has answered (it closes itself before it answers anything)
+try:
+    os.close(os.open(f"/proc/{target.pid}/fd/0", os.O_WRONLY))
+    print("opened")
+except OSError as exc:
+    print(f"refused: {exc.strerror}")
+target.kill()
+target.wait()
+"""
+
+
+def _as_nobody() -> list[str]:
+    """The command prefix that runs a Python as an unprivileged user, with this project importable."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv(1) to run the attacker and the server as another user")
+    prefix = [
+        setpriv,
+        f"--reuid={NOBODY}",
+        f"--regid={NOBODY}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]
+    for python in (sys.executable, f"/usr/bin/python3.{sys.version_info.minor}"):
+        spawns = "import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', 'pass']).returncode)"
+        if subprocess.run([*prefix, python, "-c", spawns], capture_output=True).returncode == 0:
+            return [*prefix, python]
+    pytest.skip("no Python this machine's unprivileged user may run")
+
+
+def _attack(kind: str) -> str:
+    command = _as_nobody()
+    root = Path(tempfile.mkdtemp(prefix="abilities-isolation-"))
+    try:
+        root.chmod(0o777)
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(root),
+            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), *site.getsitepackages()]),
+        }
+        done = subprocess.run(
+            [*command, "-c", ATTACK, str(root), kind],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=root,
+            timeout=ATTACK_TIMEOUT_SECONDS,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_DUMPABLE and /proc are Linux's")
+def test_the_same_user_cannot_open_the_servers_stdin_through_proc() -> None:
+    assert _attack("ordinary") == "opened"  # the route works against a process that did not close itself
+    assert _attack("server") == "refused: Permission denied"
