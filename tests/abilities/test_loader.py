@@ -315,16 +315,16 @@ async def test_a_yaml_mapping_key_that_is_a_list_is_an_error_not_a_crash(client:
     assert (await report_for(client, root / "abilities" / "good.yaml"))["valid"] is True
 
 
-async def test_a_file_that_is_not_utf8_is_an_error_saying_it_cannot_be_read(client: Client, root) -> None:
+async def test_a_file_that_is_not_utf8_is_an_error_saying_to_save_it_as_utf8(client: Client, root) -> None:
     file = root / "abilities" / "latin1.yaml"
     file.write_bytes(b"description: caf\xe9\nsteps: []\n")
-    assert_error(await errors_of(client, file), "", "cannot read the file", "utf-8")
+    assert_error(await errors_of(client, file), "", "the file is not UTF-8 text (byte 16)", "save it as UTF-8")
 
 
 async def test_a_file_larger_than_the_limit_is_refused_unread(client: Client, root) -> None:
     file = root / "abilities" / "huge.yaml"
     file.write_text("description: d\n" + "# padding\n" * (MAX_FILE_BYTES // 10 + 1))
-    assert_error(await errors_of(client, file), "", f"file is larger than {MAX_FILE_BYTES} bytes; split the ability")
+    assert_error(await errors_of(client, file), "", f"the file is larger than {MAX_FILE_BYTES} bytes; split it")
 
 
 async def test_a_file_whose_path_is_not_a_valid_name_must_be_renamed_or_named(client: Client, root) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import NextCall, Refused
+from ..files import Unreadable, open_text, yaml_problem
 from .catalog import Catalog
 
 log = logging.getLogger(__name__)
@@ -148,10 +149,13 @@ def read_agent_file(path: Path) -> AgentFile | None:
     import yaml  # imported on first use, as the loader does, so the server starts fast
 
     try:
-        with path.open(encoding="utf-8") as f:
+        with open_text(path) as f:
             header = _frontmatter(f)
+        problem = yaml_problem(header) if header is not None else None
+        if problem:
+            raise Unreadable(problem)
         data = yaml.safe_load(header) if header is not None else {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, Unreadable) as exc:
         log.debug("skipping agent file %s: %s", path, exc)
         return None
     if not isinstance(data, dict):

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import Diagnostic, did_you_mean
 from ..explain import Format, explain, short
+from ..files import Unreadable, read_text, yaml_problem
 from .checks import check_ability
 from .models import ABILITY_NAME, Ability, AgentStep, ApprovalStep, ScriptStep, SkillStep, WorkflowStep
 
@@ -104,16 +105,15 @@ def _load(path: Path, derived_name: str, scope: str) -> Definition:
 
 def _read_yaml(path: Path) -> tuple[Any, list[tuple[str, str]]]:
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return None, [("", f"file is larger than {MAX_FILE_BYTES} bytes; split the ability")]
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [("", f"cannot read the file: {exc}")]
+        text = read_text(path, MAX_FILE_BYTES)
+    except (Unreadable, OSError) as exc:
+        return None, [("", f"the file {exc}" if isinstance(exc, Unreadable) else f"cannot read the file: {exc}")]
     import yaml
 
     try:
-        if ("&" in text or "*" in text) and _has_alias(text):
-            return None, [("", "YAML anchors and aliases (&name / *name) are not allowed; write the value out")]
+        problem = yaml_problem(text)
+        if problem:
+            return None, [("", problem)]
         data = yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         return None, [("", _yaml_message(exc))]
@@ -128,14 +128,6 @@ def _yaml_message(exc: Exception) -> str:
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
     problem = getattr(exc, "problem", None) or str(exc)
     return f"YAML does not parse{where}: {problem}; check the indentation and quoting there"
-
-
-def _has_alias(text: str) -> bool:
-    """Aliases let a few hundred bytes expand to gigabytes (a "billion laughs"); ability files need none."""
-    import yaml
-
-    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return any(isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None) for e in yaml.parse(text, Loader=base))
 
 
 @functools.cache

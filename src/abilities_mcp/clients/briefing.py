@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
+from ..files import Unreadable, read_text, yaml_problem
 from ..phrases import compile_triggers, score
 from ..prerequisites.workflows import WorkflowSet
 from ..state.project import Project, discover_ability_files
@@ -58,12 +59,11 @@ def abilities(project: Project) -> list[Entry]:
 
 
 def _read(path: os.PathLike[str], yaml: Any, loader: Any) -> Any:
+    """An ability file's YAML, or None for any file the loader would refuse (the server says why, not the hook)."""
     try:
-        if os.stat(path).st_size > MAX_ABILITY_BYTES:
-            return None
-        with open(path, encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        text = read_text(path, MAX_ABILITY_BYTES)
+        return None if yaml_problem(text) else yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    except (OSError, Unreadable, yaml.YAMLError):
         return None
 
 

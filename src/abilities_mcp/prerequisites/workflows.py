@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import Diagnostic, did_you_mean
+from ..files import Unreadable, read_text
 from ..state.project import Project, stamp
 
 MODES = ("enforce", "warn", "suggest")
@@ -216,13 +217,11 @@ def read_workflows(workflows_file: Path | None, tool_cache: Path | None = None) 
 def read_json(path: Path) -> tuple[Any, list[Diagnostic]]:
     """A JSON file's value; a missing file is None, an unreadable one a diagnostic (never an exception)."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return None, [Diagnostic(str(path), "", f"larger than {MAX_FILE_BYTES} bytes; keep it small")]
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, MAX_FILE_BYTES)
     except FileNotFoundError:
         return None, []
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [Diagnostic(str(path), "", f"cannot read the file: {exc}")]
+    except Unreadable as exc:
+        return None, [Diagnostic(str(path), "", f"the file {exc}")]
     return parse_json(text, path)
 
 
@@ -233,6 +232,8 @@ def parse_json(text: str, path: Path) -> tuple[Any, list[Diagnostic]]:
         data = json.loads(text, object_pairs_hook=lambda pairs: _pairs(pairs, twice))
     except json.JSONDecodeError as exc:
         return None, [Diagnostic(str(path), "", f"not valid JSON: {exc}; fix the syntax there")]
+    except RecursionError:
+        return None, [Diagnostic(str(path), "", "the JSON nests too deeply to read; flatten it")]
     if data is None:  # `null`: not the same as no file
         return None, [Diagnostic(str(path), "", "holds null; write a JSON object keyed by name, or delete the file")]
     why = "appears twice in one object; JSON keeps only the last, so merge or rename one"

@@ -173,7 +173,7 @@ def _walk(folder: Path, depth: int, budget: list[int]) -> Iterator[Path]:
         if budget[0] < 0:
             return
         path = Path(entry.path)
-        if os.path.isfile(os.path.join(entry.path, "SKILL.md")):
+        if os.path.lexists(os.path.join(entry.path, "SKILL.md")):  # not a regular file: loading says why
             yield path
         elif depth + 1 < MAX_SKILL_DEPTH:
             yield from _walk(path, depth + 1, budget)

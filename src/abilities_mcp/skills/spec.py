@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostic
+from ..files import Unreadable, read_bytes, yaml_problem
 
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
@@ -81,6 +82,9 @@ def parse_yaml(text: str) -> dict[str, Any]:
     import yaml  # here, not at the top: start-up does not read any file
 
     try:
+        problem = yaml_problem(text)
+        if problem:
+            raise SkillFileError(f"Invalid YAML in frontmatter: {problem}")
         data = yaml.load(text, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader))  # BaseLoader: strings only
     except yaml.YAMLError as exc:
         raise SkillFileError(f"Invalid YAML in frontmatter: {exc}") from None
@@ -209,10 +213,11 @@ def read_skill_md(path: Path) -> str:
     """The text of a SKILL.md, or SkillFileError with skills-ref's wording."""
     folder = path.parent.name
     try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_SKILL_MD_BYTES + 1)
+        raw = read_bytes(path, MAX_SKILL_MD_BYTES + 1)
     except OSError as exc:
         raise SkillFileError(f"Failed to read SKILL.md in {folder}: {exc.strerror}") from None
+    except Unreadable as exc:
+        raise SkillFileError(f"Failed to read SKILL.md in {folder}: it {exc}") from None
     if len(raw) > MAX_SKILL_MD_BYTES:
         raise SkillFileError(f"SKILL.md in {folder} exceeds 1MB size limit")
     try:

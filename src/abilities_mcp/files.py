@@ -1,0 +1,101 @@
+"""The project's files read as untrusted input: regular files only, bounded in size, YAML with no aliases and a
+limit on nesting — a FIFO, a device, a billion laughs or thousands of nested brackets get a clear message, never a
+hang, a crash or a gigabyte. Stdlib only (yaml on first use): the hook reads files through it too.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import IO
+
+# Deeper than this is no hand-written file; libyaml's composer recurses on the C stack and dies a few thousand
+# levels down (SIGSEGV), so nesting is measured on the event stream before anything is built.
+MAX_NESTING = 100
+_KINDS = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a device", stat.S_ISBLK: "a device"}
+
+
+class Unreadable(Exception):
+    """Why a file cannot be read, in words for its author."""
+
+
+def read_text(path: str | os.PathLike[str], max_bytes: int) -> str:
+    """A regular file's UTF-8 text, at most `max_bytes`; FileNotFoundError when it is missing, else Unreadable."""
+    raw = read_bytes(path, max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise Unreadable(f"is larger than {max_bytes} bytes; split it or keep it smaller")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Unreadable(f"is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
+def read_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
+    """At most `limit` bytes of a regular file; FileNotFoundError when it is missing, else Unreadable."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise Unreadable(f"cannot be read: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS.items() if test(mode)), "not a regular file")
+            raise Unreadable(f"is {kind}, not a regular file; put a regular file there")
+        return _read_at_most(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def open_text(path: str | os.PathLike[str]) -> IO[str]:
+    """A regular file opened for reading as UTF-8 text (read it in bounded pieces); Unreadable for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise Unreadable(f"cannot be read: {exc.strerror}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise Unreadable("is not a regular file; put a regular file there")
+    return os.fdopen(fd, encoding="utf-8")
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def yaml_problem(text: str) -> str | None:
+    """Why YAML text must not be loaded (aliases, or nesting past MAX_NESTING), or None. Raises yaml.YAMLError for
+    text that does not parse, as loading it would."""
+    if "&" not in text and "*" not in text and _nesting_bound(text) <= MAX_NESTING:
+        return None  # cannot hold an alias or nest that deep: skip the event pass (most files)
+    import yaml
+
+    depth = 0
+    for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            return "YAML anchors and aliases (&name / *name) are not allowed; write the value out"
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_NESTING:
+                return f"the YAML nests deeper than {MAX_NESTING} levels; flatten it"
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return None
+
+
+def _nesting_bound(text: str) -> int:
+    """An upper bound on how deep YAML text can nest: each level needs a bracket, a `- ` or more indentation."""
+    indent = max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0)
+    return text.count("[") + text.count("{") + text.count("- ") + text.count("? ") + indent + 1

@@ -1,0 +1,122 @@
+"""Hostile and broken files, one table: each is named with what is wrong, the rest of the project still loads,
+and nothing crashes, hangs or reads without bound — through the CLI (`validate`) and the hook (a prompt's
+briefing reads every ability file) as real processes, so a crash is a failed case, not a dead test run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from abilities_mcp.files import MAX_NESTING
+from support import run_hook
+
+# A case is over in well under this; a hang (a FIFO opened for reading) would sit here until the bound.
+CASE_TIMEOUT_SECONDS = 60
+# The C YAML composer recursed on the C stack and died (SIGSEGV) a few thousand levels down.
+DEEP = 20_000
+GOOD = "description: fine\nsteps:\n  - {id: a, type: script, run: 'true'}\n"
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _device(path: Path) -> None:
+    path.symlink_to("/dev/zero")
+
+
+def _text(content: str) -> Callable[[Path], None]:
+    return lambda path: path.write_text(content)
+
+
+def _bytes(content: bytes) -> Callable[[Path], None]:
+    return lambda path: path.write_bytes(content)
+
+
+def _folder(path: Path) -> None:
+    path.mkdir()
+
+
+def _deep_block(levels: int) -> str:
+    return "description: d\nsteps:\n" + "".join(" " * i + f"k{i}:\n" for i in range(2, levels)) + " " * levels + "x\n"
+
+
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
+)
+
+# (where, how the file is made, words the message must hold)
+CASES = {
+    "ability-fifo": ("abilities/x.yaml", _fifo, "a FIFO, not a regular file"),
+    "ability-dev-zero": ("abilities/x.yaml", _device, "a device, not a regular file"),
+    "ability-folder-named-yaml": ("abilities/x.yaml/ability.yaml", _fifo, "a FIFO"),
+    "ability-deep-flow-nesting": ("abilities/x.yaml", _text("description: " + "[" * DEEP + "]" * DEEP), "nests"),
+    "ability-deep-mapping-nesting": ("abilities/x.yaml", _text("a: " + "{b: " * DEEP + "1" + "}" * DEEP), "nests"),
+    "ability-deep-block-nesting": ("abilities/x.yaml", _text(_deep_block(MAX_NESTING * 3)), "nests"),
+    "ability-deep-sequence-dashes": ("abilities/x.yaml", _text("steps:\n" + "- " * DEEP + "x\n"), "nests"),
+    "ability-billion-laughs": ("abilities/x.yaml", _text(LAUGHS), "aliases"),
+    "ability-not-utf8": ("abilities/x.yaml", _bytes(b"description: \xff\xfe\n"), "not UTF-8"),
+    "ability-huge": ("abilities/x.yaml", _text("description: d\n" + "#" * (2 << 20)), "larger than"),
+    "skill-fifo": ("skills/s/SKILL.md", _fifo, "not a regular file"),
+    "skill-deep-frontmatter": ("skills/s/SKILL.md", _text(f"---\nname: s\ndescription: {'[' * DEEP}\n---\n"), "nests"),
+    "skill-anchors": ("skills/s/SKILL.md", _text("---\nname: &n s\ndescription: *n\n---\nbody\n"), "aliases"),
+    "workflows-fifo": ("workflows.json", _fifo, "a FIFO"),
+    "workflows-dev-zero": ("workflows.json", _device, "a device"),
+    "workflows-deep-json": ("workflows.json", _text("[" * DEEP + "]" * DEEP), "nests too deeply"),
+    "agent-fifo": (".claude/agents/a.md", _fifo, None),
+    "agent-deep-frontmatter": (".claude/agents/a.md", _text(f"---\nname: a\nabilities: {'[' * DEEP}\n---\n"), None),
+}
+
+
+def _project(tmp_path: Path, where: str, make: Callable[[Path], None]) -> tuple[Path, Path]:
+    root = tmp_path / "project"
+    (root / "abilities").mkdir(parents=True)
+    (root / "abilities" / "good.yaml").write_text(GOOD)
+    target = root / where
+    target.parent.mkdir(parents=True, exist_ok=True)
+    make(target)
+    return root, target
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_a_hostile_file_is_named_with_its_problem_and_the_rest_of_the_project_still_loads(
+    tmp_path: Path, case: str
+) -> None:
+    where, make, words = CASES[case]
+    root, target = _project(tmp_path, where, make)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "abilities_mcp", "--root", str(root), "validate", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=CASE_TIMEOUT_SECONDS,
+        stdin=subprocess.DEVNULL,
+    )
+
+    assert done.returncode in (0, 1), f"exit {done.returncode}: {done.stderr[-2000:]}"  # -11 was the SIGSEGV
+    assert "Traceback" not in done.stderr, done.stderr
+    report = json.loads(done.stdout)
+    files = {f["path"]: f for f in report["files"]}
+    assert files[str(root / "abilities" / "good.yaml")]["valid"], "one bad file must not hide the others"
+    if words is not None:  # agent files are read for ability_list(agent=), not validated: they must only not hurt
+        shown = files.get(str(target)) or files.get(str(target.parent / "SKILL.md"))
+        assert shown is not None and not shown["valid"], report
+        messages = " ".join(e["message"] for e in shown["errors"])
+        assert words in messages, messages
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.startswith("ability-")], ids=lambda c: c)
+def test_the_hook_s_briefing_reads_past_a_hostile_ability_file(tmp_path: Path, case: str) -> None:
+    where, make, _ = CASES[case]
+    root, _ = _project(tmp_path, where, make)
+
+    done = run_hook(root, "claude", "UserPromptSubmit", {"session_id": "s", "prompt": "deploy it"})
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
