@@ -100,12 +100,23 @@ def test_a_value_in_a_script_arrives_as_exactly_one_word_and_never_runs(template
         "# say \"hi\nprintf '[%s]\\n' {{inputs.v}}",
         "# don't\nprintf '[%s]\\n' {{inputs.v}}",
         "cat <<EOF\n[{{inputs.v}}]\nEOF",
+        "cat <<E\"O\"F\nliteral\nEOF\nprintf '[%s]\\n' {{inputs.v}}",
+        "cat <<'E'OF\nliteral\nEOF\nprintf '[%s]\\n' {{inputs.v}}",
+        "cat <<E\\OF\nliteral\nEOF\nprintf '[%s]\\n' {{inputs.v}}",
     ],
-    ids=["after-a-comment-with-a-double-quote", "after-a-comment-with-an-apostrophe", "in-a-heredoc"],
+    ids=[
+        "after-a-comment-with-a-double-quote",
+        "after-a-comment-with-an-apostrophe",
+        "in-a-heredoc",
+        "after-a-heredoc-whose-delimiter-is-partly-double-quoted",
+        "after-a-heredoc-whose-delimiter-is-partly-single-quoted",
+        "after-a-heredoc-whose-delimiter-has-a-backslash",
+    ],
 )
 def test_a_value_after_a_comment_or_in_a_heredoc_still_arrives_as_exactly_the_value(template, workdir) -> None:
-    # Quotes inside comments are not quotes to the shell; the renderer must not count them.
-    assert run_shell(template, {"v": "a  b *"}, workdir) == "[a  b *]\n"
+    # Quotes inside comments are not quotes to the shell; the renderer must not count them. A heredoc ends at its
+    # delimiter after quote removal (<<E"O"F ends at EOF), and what follows is a command again.
+    assert run_shell(template, {"v": "a  b *"}, workdir).endswith("[a  b *]\n")
 
 
 def test_a_backtick_command_substitution_gets_the_value_as_one_word(workdir) -> None:

@@ -79,6 +79,9 @@ def render_shell(command: str, resolve: Resolver) -> tuple[str, dict[str, str]]:
 
 
 _WORD_START = " \t\n;&|()"
+# A heredoc operator and its delimiter word: quoted parts, backslash escapes and plain characters, as one word.
+_QUOTING = re.compile(r"'([^']*)'|\"([^\"]*)\"|\\(.)")
+_HEREDOC = re.compile(r"<<(-?)[ \t]*((?:'[^'\n]*'|\"[^\"\n]*\"|\\.|[^\s;&|<>()'\"\\])+)")
 # Commands that parse an argument as shell code again: a placeholder there is code, whatever its quoting.
 _REPARSERS = re.compile(
     r"^\s*(?:\w+=\S*\s+)*(?:sudo\s+(?:-\S+\s+)*)?(?:eval|ssh|su)\s"  # at the start of a command
@@ -153,13 +156,15 @@ class _ShellRenderer:
         self.i += n
 
     def _heredoc_operator(self) -> None:
-        m = re.compile(r"<<(-?)[ \t]*(?:'([^'\n]*)'|\"([^\"\n]*)\"|([^\s;&|<>()]+))").match(self.command, self.i)
+        m = _HEREDOC.match(self.command, self.i)
         if not m:
             self._copy(2)
             return
-        bare = m.group(4)
-        quoted = bare is None or "\\" in bare
-        delimiter = (bare or m.group(2) or m.group(3) or "").replace("\\", "")
+        word = m.group(2)
+        # Any quoting in the word (<<'EOF', <<E"O"F, <<E\\OF) makes the body literal; the delimiter is the word
+        # after quote removal, so the body ends at EOF in each case.
+        quoted = any(c in word for c in "'\"\\")
+        delimiter = _QUOTING.sub(lambda q: q.group(1) or q.group(2) or q.group(3) or "", word)
         self.heredocs.append((delimiter, quoted, m.group(1) == "-"))
         self._copy(m.end() - self.i)
 
