@@ -288,3 +288,25 @@ def test_run_at_a_terminal_shows_an_agent_step_and_takes_the_typed_answer(root: 
     status = cli("status", "--json", root=root, state_dir=state_dir)
     after = next(s for s in json.loads(status.stdout)["steps"] if s["id"] == "after")
     assert after["output"] == "got APPROVED indeed"
+
+
+@pytest.mark.parametrize(
+    ("make", "command", "says"),
+    [
+        (lambda tmp: tmp / "a-file", "list", "is not a folder"),
+        (lambda tmp: tmp / "missing", "serve", "does not exist"),
+        (lambda tmp: tmp / "${workspaceFolder}", "list", "does not exist"),
+    ],
+    ids=["a-file", "missing-for-serve", "an-unexpanded-client-variable"],
+)
+def test_a_project_root_that_is_not_a_folder_is_refused_and_nothing_is_created(tmp_path: Path, make, command, says):
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "a-file").write_text("not a project")
+    root = make(here)
+
+    done = cli(command, root=root)
+
+    assert done.returncode == 2
+    assert says in done.stderr and "--root" in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in here.iterdir()) == ["a-file"]  # no folder made, no state file

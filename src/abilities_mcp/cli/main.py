@@ -28,8 +28,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     project = Project.resolve(args.root, args.state_dir)
+    command = args.command or "serve"
+    if command != "schema" and not project.root.is_dir():
+        what = "is not a folder" if project.root.exists() else "does not exist"
+        print(
+            f"abilities-mcp: the project root {str(project.root)!r} {what}. It comes from --root, else "
+            "$ABILITIES_ROOT, else $CLAUDE_PROJECT_DIR, else the current folder; point it at the project's folder "
+            "(a client config whose ${...} variables the client did not expand shows up here too).",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        return COMMANDS[args.command or "serve"](project, args)
+        return COMMANDS[command](project, args)
     except BrokenPipeError:  # `abilities-mcp schema ability | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
