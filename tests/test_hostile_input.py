@@ -120,3 +120,63 @@ def test_the_hook_s_briefing_reads_past_a_hostile_ability_file(tmp_path: Path, c
 
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
+
+
+# --- authors' regexes against text an agent or a user chose ------------------------------------------------------
+
+# Exponential in the length of a run of a's that ends badly: Python's re would spin for hours on this input.
+EXPONENTIAL = "^(a|aa)+$"
+BAD_TEXT = "a" * 60 + "!"
+
+
+def test_an_input_pattern_that_backtracks_catastrophically_refuses_the_value_at_once(tmp_path: Path) -> None:
+    root, _ = _project(
+        tmp_path,
+        "abilities/slow.yaml",
+        _text(
+            f"description: slow\ninputs:\n  v: {{type: string, pattern: '{EXPONENTIAL}'}}\n"
+            "steps:\n  - {id: a, type: script, run: 'true'}\n"
+        ),
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-m", "abilities_mcp", "--root", str(root), "run", "slow", "-i", f"v={BAD_TEXT}"],
+        capture_output=True,
+        text=True,
+        timeout=CASE_TIMEOUT_SECONDS,
+        stdin=subprocess.DEVNULL,
+    )
+
+    assert done.returncode != 0 and "did not finish within" in done.stderr, done.stdout + done.stderr
+
+
+def test_a_trigger_pattern_that_backtracks_catastrophically_does_not_hold_up_the_prompt(tmp_path: Path) -> None:
+    root, _ = _project(
+        tmp_path,
+        "abilities/slow.yaml",
+        _text(
+            f"description: slow\ntriggers: {{patterns: ['{EXPONENTIAL}']}}\nsteps:\n  - {{id: a, type: script, run: 'true'}}\n"
+        ),
+    )
+
+    done = run_hook(root, "claude", "UserPromptSubmit", {"session_id": "s", "prompt": BAD_TEXT})
+
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_handback_pattern_that_backtracks_catastrophically_refuses_the_handback_saying_why() -> None:
+    # In a process of its own: were the bound gone, the match would spin for hours, and only a process can be cut off.
+    code = (
+        "import sys; from abilities_mcp.abilities.models import AgentStep; "
+        "from abilities_mcp.engine.handoff import check_handback; "
+        "step = AgentStep.model_validate({'id': 'a', 'type': 'agent', 'prompt': 'p', "
+        "'validation': {'output_matches': sys.argv[1]}}); print(check_handback(step, sys.argv[2], True))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, EXPONENTIAL, BAD_TEXT],
+        capture_output=True,
+        text=True,
+        timeout=CASE_TIMEOUT_SECONDS,
+    )
+
+    assert "did not finish within" in done.stdout, done.stdout + done.stderr

@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 # Only the head of a request is searched: real requests are far shorter, and a pasted log must not cost more.
 MAX_TEXT_CHARS = 10_000
-# Patterns see a shorter head. Python's regexes backtrack and cannot be interrupted, and an author's pattern can
-# be slow on unlucky text: DESIGN's own `deploy.*to.*prod` is cubic on "deploy to deploy to ..." (about 10 s over
-# 10,000 characters, 0.1 s over 2,000). Keywords are plain phrases, linear in the text, so they get the longer head.
+# Patterns see a shorter head, and each match is time-bounded (patterns.py): an author's pattern can be slow on
+# unlucky text (DESIGN's own `deploy.*to.*prod` is cubic on "deploy to deploy to ...", (a|aa)+ exponential).
+# Keywords are plain phrases, linear in the text, so they get the longer head.
 MAX_PATTERN_TEXT_CHARS = 2_000
 # A pattern is written for one shape of request, so it says more than any single word does.
 PATTERN_WEIGHT = 3
@@ -24,12 +24,19 @@ class Trigger(NamedTuple):
     """One keyword or pattern, compiled, with what it adds to the score and how it is reported."""
 
     label: str  # "keyword:ship it" | "pattern:deploy.*to.*prod"
-    regex: re.Pattern[str]
+    regex: re.Pattern[str] | None  # a keyword's phrase; None for an author's pattern (matched with a time bound)
     weight: int
     reach: int  # how many characters of the request it searches
 
     def fits(self, text: str) -> bool:
-        return self.regex.search(text, 0, self.reach) is not None
+        if self.regex is not None:
+            return self.regex.search(text, 0, self.reach) is not None
+        from .patterns import PatternTooSlow, search
+
+        try:
+            return search(self.label.removeprefix("pattern:"), text, ignore_case=True, end=self.reach)
+        except PatternTooSlow:
+            return False  # a pattern too slow for this request does not fit it
 
 
 def compile_triggers(keywords: Iterable[str], patterns: Iterable[str]) -> list[Trigger]:
@@ -47,10 +54,10 @@ def compile_triggers(keywords: Iterable[str], patterns: Iterable[str]) -> list[T
             compiled.append(Trigger(f"keyword:{keyword}", phrase(words), len(words), MAX_TEXT_CHARS))
     for pattern in dict.fromkeys(patterns):
         try:
-            regex = re.compile(pattern, re.IGNORECASE)
+            re.compile(pattern)  # the syntax check only (re's is the same): matching is patterns.py's, time-bounded
         except re.error:
             continue
-        compiled.append(Trigger(f"pattern:{pattern}", regex, PATTERN_WEIGHT, MAX_PATTERN_TEXT_CHARS))
+        compiled.append(Trigger(f"pattern:{pattern}", None, PATTERN_WEIGHT, MAX_PATTERN_TEXT_CHARS))
     return compiled
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Iterator
 
 from ..errors import did_you_mean
+from ..patterns import compile_pattern
 from .expressions import Condition, ExpressionError, parse_condition
 from .inputs import check_value
 from .models import Ability, ScriptStep
@@ -127,8 +127,8 @@ def _check_patterns(ability: Ability) -> Iterator[Problem]:
 
 def _regex_error(pattern: str) -> str | None:
     try:
-        re.compile(pattern)
-    except re.error as exc:
+        compile_pattern(pattern)
+    except ValueError as exc:
         return f"regular expression {pattern!r} does not compile: {exc}; fix or escape it"
     return None
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 from ..errors import InputError, did_you_mean
+from ..patterns import PatternTooSlow, search
 from .models import InputSpec
 
 _TRUE, _FALSE = {"true", "yes", "1", "on"}, {"false", "no", "0", "off"}
@@ -44,9 +44,16 @@ def check_value(spec: InputSpec, value: Any) -> Any:
         _check_range(spec, value)
     if isinstance(value, str | list):
         _check_length(spec, value)
-    if spec.pattern is not None and isinstance(value, str) and not re.search(spec.pattern, value):
+    if spec.pattern is not None and isinstance(value, str) and not _fits(spec.pattern, value):
         raise ValueError(f"{value!r} does not match the pattern {spec.pattern!r}")
     return value
+
+
+def _fits(pattern: str, value: str) -> bool:
+    try:
+        return search(pattern, value)
+    except PatternTooSlow as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _coerce(kind: str, value: Any) -> Any:

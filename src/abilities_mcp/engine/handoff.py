@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from ..abilities.models import AgentStep
 from ..abilities.templates import as_text
+from ..patterns import PatternTooSlow, search
 from ..skills.skillset import skill_content
 from ..skills.spec import Skill
 
@@ -118,8 +118,12 @@ def check_handback(step: AgentStep, output: str, success: bool) -> str | None:
         return None
     if rules.output_contains is not None and rules.output_contains not in output:
         return f"the output does not contain {rules.output_contains!r}"
-    if rules.output_matches is not None and not re.search(rules.output_matches, output):
-        return f"the output does not match {rules.output_matches!r}"
+    if rules.output_matches is not None:
+        try:
+            if not search(rules.output_matches, output):
+                return f"the output does not match {rules.output_matches!r}"
+        except PatternTooSlow as exc:
+            return str(exc)
     if rules.output_schema is not None:
         return _schema_problem(rules.output_schema, output)
     return None
