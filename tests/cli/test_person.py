@@ -172,3 +172,18 @@ def test_ancestry_reads_program_names_with_spaces_and_parentheses(tmp_path: Path
 
     assert [(p.pid, p.name) for p in chain] == [(30, "node"), (20, "a (b) c")]
     assert person._agent_in(chain, tmp_path) == "node (30)"
+
+
+async def test_what_an_agent_chose_reaches_the_persons_terminal_inert(client, write, root: Path) -> None:
+    write("gated", GATED)
+    hostile = "v9\x1b[2K\r\x1b[32mstaging (docs only)\u202e"
+    run = await client.call_tool("ability_run", {"name": "gated", "inputs": {"version": hostile}, "wait_seconds": 10})
+    run_id = run.structured_content["run_id"]
+
+    term = Terminal(cli(root, "approve", run_id), root)
+    shown = term.expect("[y/N]")
+    term.type("n")
+    term.wait()
+
+    assert "\x1b" not in shown and "\r" not in shown.replace("\r\n", "\n") and "\u202e" not in shown
+    assert "v9\\x1b[2K\\x0d\\x1b[32mstaging (docs only)\\u202e" in shown  # shown, as the text it is

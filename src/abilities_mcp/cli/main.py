@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 
 from ..state.project import Project
+from .inert import make_output_inert
 from .parser import build_parser
 
 log = logging.getLogger("abilities_mcp")
@@ -38,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if command not in ("serve", "hook"):  # stdout is the protocol there: JSON, which escapes controls itself
+        make_output_inert()
     try:
         return COMMANDS[command](project, args)
     except BrokenPipeError:  # `abilities-mcp schema ability | head`: the reader left, which is fine
