@@ -180,3 +180,23 @@ def test_a_handback_pattern_that_backtracks_catastrophically_refuses_the_handbac
     )
 
     assert "did not finish within" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_10000_step_chain_is_checked_in_linear_time_and_is_valid(tmp_path: Path) -> None:
+    # Checking was quadratic (the order, each step's ancestors) and the cycle search recursed once per step.
+    steps = "  - {id: s0, type: script, run: 'true'}\n" + "".join(
+        f"  - {{id: s{i}, type: script, run: 'echo {{{{steps.s{i - 1}.output}}}}', needs: [s{i - 1}]}}\n"
+        for i in range(1, 10_000)
+    )
+    root, target = _project(tmp_path, "abilities/chain.yaml", _text("description: chain\nsteps:\n" + steps))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "abilities_mcp", "--root", str(root), "validate", "--json", "chain"],
+        capture_output=True,
+        text=True,
+        timeout=CASE_TIMEOUT_SECONDS,
+        stdin=subprocess.DEVNULL,
+    )
+
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert json.loads(done.stdout)["files"][0]["valid"]

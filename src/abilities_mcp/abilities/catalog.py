@@ -5,6 +5,7 @@ A broken file never hides the others; files changed on disk are picked up at the
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,9 +42,15 @@ class Catalog:
         self.skillset = SkillSet(project)
         self.workflows = Workflows(project)
         self.problems: dict[Path, list[Diagnostic]] = {}
+        self._lock = threading.RLock()
 
     def refresh(self) -> Catalog:
-        """Re-scan the folders; re-parse only files whose size or mtime changed."""
+        """Re-scan the folders; re-parse only files whose size or mtime changed. Thread-safe: the server refreshes
+        in a worker thread, so a 10,000-step file being checked never holds up other calls."""
+        with self._lock:
+            return self._refresh()
+
+    def _refresh(self) -> Catalog:
         found = list(discover_ability_files(self.project))
         skills = self.skillset.refresh()
         fingerprint = (tuple((p, stamp(p)) for p, _, _ in found), tuple(sorted(skills.skills)))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 
 from ..errors import did_you_mean
 from ..patterns import compile_pattern
@@ -27,26 +28,40 @@ def check_ability(ability: Ability) -> list[Problem]:
 
 
 def execution_order(ability: Ability) -> list[str]:
-    """Step ids in topological order over needs, YAML order breaking ties (assumes no cycles)."""
-    done: list[str] = []
-    remaining = [s for s in ability.steps]
-    while remaining:
-        ready = next(s for s in remaining if all(n in done for n in s.needs))
-        done.append(ready.id)
-        remaining.remove(ready)
-    return done
+    """Step ids in topological order over needs, YAML order breaking ties (assumes no cycles).
+
+    Kahn's algorithm with the ready steps in a heap by YAML position: the first ready step in the file goes next,
+    in O((steps + needs) log steps), so a 10,000-step chain orders as fast as ten steps do.
+    """
+    position = {s.id: i for i, s in reversed(list(enumerate(ability.steps)))}
+    waiting = {s.id: len(set(s.needs)) for s in ability.steps}
+    needed_by: dict[str, list[str]] = {}
+    for s in ability.steps:
+        for need in set(s.needs):
+            needed_by.setdefault(need, []).append(s.id)
+    ready = [position[sid] for sid, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        sid = ability.steps[heapq.heappop(ready)].id
+        order.append(sid)
+        for later in needed_by.get(sid, ()):
+            waiting[later] -= 1
+            if waiting[later] == 0:
+                heapq.heappush(ready, position[later])
+    return order
 
 
 def ancestors(ability: Ability, step_id: str) -> set[str]:
     """Every step a step needs, directly or through others."""
-    needs = {s.id: s.needs for s in ability.steps}
+    needs = ability.steps_by_id
     seen: set[str] = set()
-    stack = list(needs[step_id])
+    stack = list(needs[step_id].needs)
     while stack:
         sid = stack.pop()
         if sid not in seen:
             seen.add(sid)
-            stack.extend(needs[sid])
+            stack.extend(needs[sid].needs)
     return seen
 
 
@@ -63,39 +78,45 @@ def _check_ids(ability: Ability) -> Iterator[Problem]:
 
 def _check_needs(ability: Ability) -> Iterator[Problem]:
     ids = [s.id for s in ability.steps]
+    known = set(ids)
     for i, step in enumerate(ability.steps):
         for j, need in enumerate(step.needs):
             if need == step.id:
                 yield f"steps[{i}].needs[{j}]", f"step {step.id!r} needs itself; remove it from needs"
-            elif need not in ids:
+            elif need not in known:
                 close = did_you_mean(need, ids)
                 hint = f"did you mean {close!r}?" if close else f"known steps: {', '.join(dict.fromkeys(ids))}"
                 yield f"steps[{i}].needs[{j}]", f"unknown step {need!r}; {hint}"
 
 
 def _check_cycles(ability: Ability) -> Iterator[Problem]:
-    needs = {s.id: s.needs for s in ability.steps}
+    cycle = _first_cycle({s.id: s.needs for s in ability.steps}, [s.id for s in ability.steps])
+    if cycle:
+        chain = " → ".join(reversed(cycle))
+        at = [s.id for s in ability.steps].index(cycle[0])
+        yield f"steps[{at}].needs", f"needs form a cycle {chain}; remove one of these needs"
+
+
+def _first_cycle(needs: dict[str, list[str]], ids: list[str]) -> list[str] | None:
+    """The first cycle a depth-first walk in YAML order meets, as [a, ..., a]; iterative, so no chain is too long."""
     state: dict[str, str] = {}
-    path: list[str] = []
-
-    def visit(sid: str) -> list[str] | None:
-        state[sid] = "open"
-        path.append(sid)
-        for need in needs[sid]:
-            if state.get(need) == "open":
+    for start in ids:
+        if start in state:
+            continue
+        path, stack = [start], [iter(needs[start])]
+        state[start] = "open"
+        while stack:
+            need = next(stack[-1], None)
+            if need is None:
+                state[path.pop()] = "done"
+                stack.pop()
+            elif state.get(need) == "open":
                 return path[path.index(need) :] + [need]
-            if need not in state and (cycle := visit(need)):
-                return cycle
-        state[sid] = "done"
-        path.pop()
-        return None
-
-    for step in ability.steps:
-        if step.id not in state and (cycle := visit(step.id)):
-            chain = " → ".join(reversed(cycle))
-            at = [s.id for s in ability.steps].index(cycle[0])
-            yield f"steps[{at}].needs", f"needs form a cycle {chain}; remove one of these needs"
-            return
+            elif need not in state:
+                state[need] = "open"
+                path.append(need)
+                stack.append(iter(needs[need]))
+    return None
 
 
 def _check_inputs(ability: Ability) -> Iterator[Problem]:
@@ -134,11 +155,9 @@ def _regex_error(pattern: str) -> str | None:
 
 
 def _check_references(ability: Ability) -> Iterator[Problem]:
-    order = execution_order(ability)
+    position = {sid: i for i, sid in enumerate(execution_order(ability))}
     for i, step in enumerate(ability.steps):
-        before = ancestors(ability, step.id)
-        if not ability.settings.parallel:
-            before |= set(order[: order.index(step.id)])
+        before = _RunsBefore(ability, step.id, position)
         for field, text in _templated_fields(step):
             yield from _check_template(ability, f"steps[{i}].{field}", text, step.id, before)
         if step.when is not None:
@@ -146,6 +165,25 @@ def _check_references(ability: Ability) -> Iterator[Problem]:
     for key in ("before", "after"):
         for j, command in enumerate(getattr(ability.hooks, key)):
             yield from _check_template(ability, f"hooks.{key}[{j}]", command, None, set())
+
+
+class _RunsBefore:
+    """Whether a step has run by the time another starts: an ancestor, or (one at a time) any earlier step.
+
+    Answered per reference, from positions in the execution order, so checking stays linear in the steps; the
+    ancestors are only walked for parallel abilities, and only for steps that refer to others.
+    """
+
+    def __init__(self, ability: Ability, own: str, position: dict[str, int]):
+        self.ability, self.own, self.position = ability, own, position
+        self._ancestors: set[str] | None = None
+
+    def __contains__(self, sid: object) -> bool:
+        if not self.ability.settings.parallel:
+            return self.position.get(str(sid), len(self.position)) < self.position[self.own]
+        if self._ancestors is None:
+            self._ancestors = ancestors(self.ability, self.own)
+        return sid in self._ancestors
 
 
 def _templated_fields(step) -> Iterator[tuple[str, str]]:
@@ -163,7 +201,9 @@ def _templated_fields(step) -> Iterator[tuple[str, str]]:
             yield f"inputs.{key}", value
 
 
-def _check_template(ability: Ability, path: str, text: str, own: str | None, before: set[str]) -> Iterator[Problem]:
+def _check_template(
+    ability: Ability, path: str, text: str, own: str | None, before: Container[str]
+) -> Iterator[Problem]:
     try:
         refs = references(text)
         if path.endswith(".run") or path.startswith("hooks."):
@@ -178,7 +218,7 @@ def _check_template(ability: Ability, path: str, text: str, own: str | None, bef
             yield from _check_step_ref(ability, path, ref[1], own, before)
 
 
-def _check_condition(ability: Ability, path: str, text: str, own: str, before: set[str]) -> Iterator[Problem]:
+def _check_condition(ability: Ability, path: str, text: str, own: str, before: Container[str]) -> Iterator[Problem]:
     try:
         cond: Condition = parse_condition(text)
     except ExpressionError as exc:
@@ -197,9 +237,11 @@ def _check_input_ref(ability: Ability, path: str, name: str) -> Iterator[Problem
         yield path, f"unknown input {name!r}; {hint}"
 
 
-def _check_step_ref(ability: Ability, path: str, sid: str, own: str | None, before: set[str]) -> Iterator[Problem]:
-    ids = [s.id for s in ability.steps]
-    if sid not in ids:
+def _check_step_ref(
+    ability: Ability, path: str, sid: str, own: str | None, before: Container[str]
+) -> Iterator[Problem]:
+    if sid not in ability.steps_by_id:
+        ids = [s.id for s in ability.steps]
         close = did_you_mean(sid, ids)
         hint = f"did you mean steps.{close}?" if close else f"known steps: {', '.join(ids)}"
         yield path, f"unknown step {sid!r}; {hint}"

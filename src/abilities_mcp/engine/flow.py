@@ -18,7 +18,9 @@ def skip_reason(ability: Ability, step, inputs: dict[str, Any], outputs: dict[st
     """
     cond = parse_condition(step.when) if step.when else None
     statuses = {sid: o.get("status") for sid, o in outputs.items()}
-    failed = any(statuses.get(a) == StepState.FAILED for a in ancestors(ability, step.id))
+    # Only failure() asks about every step this one depends on: walk them only then (a long chain is quadratic).
+    uses_failure = cond is not None and "failure" in cond.functions
+    failed = uses_failure and any(statuses.get(a) == StepState.FAILED for a in ancestors(ability, step.id))
     if cond is None or not cond.functions & {"always", "failure"}:
         for need in step.needs:
             if statuses.get(need) != StepState.COMPLETED:

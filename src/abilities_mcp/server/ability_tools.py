@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Annotated, Any, Literal
 
+import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -41,13 +43,18 @@ def tool_errors() -> Iterator[None]:
         raise ToolError(str(exc)) from exc
 
 
+async def fresh(catalog: Catalog) -> None:
+    """Re-read changed files in a worker thread: checking a huge ability must not hold up other calls (ping too)."""
+    await anyio.to_thread.run_sync(catalog.refresh)
+
+
 def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
     @server.tool(name="ability_list", annotations=READ_ONLY)
     async def ability_list(
         agent: Annotated[str | None, Field(description="Only abilities this agent may run")] = None,
     ) -> AbilityList:
         """List the project's abilities (workflows with enforced steps): names, inputs, steps, and whether valid."""
-        catalog.refresh()
+        await fresh(catalog)
         found = [ability_info(catalog, d) for d in catalog.winners.values()]
         if agent:
             found = [a for a in found if agents.agent_may_run(catalog, a.name, agent)]
@@ -59,6 +66,7 @@ def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
     ) -> ValidationReport:
         """Check abilities, skills (the Agent Skills spec) and workflows.json: each problem with its file, field
         path and the fix."""
+        await fresh(catalog)
         with tool_errors():
             if name is not None:
                 catalog.require_file(name)
@@ -76,6 +84,7 @@ def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         session = session_of(ctx)
         run_id = answer_from_retry(session.engine, ctx)  # a 2026-era client repeating the call with a form answer
         if run_id is None:
+            await fresh(catalog)
             with tool_errors():
                 if agent:
                     agents.refuse_agent(catalog, name, agent)
@@ -252,4 +261,5 @@ def add_matching_tools(server: MCPServer, catalog: Catalog) -> None:
 
         Use before ability_run when unsure which ability applies. Empty when nothing fits.
         """
+        await fresh(catalog)
         return matcher.match(text)

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from typing import Annotated, Any
 from urllib.parse import quote, unquote
 
+import anyio
+import anyio.to_thread
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
@@ -46,7 +48,8 @@ class SkillServer(MCPServer):
         self.skillset = skillset
 
     async def list_resources(self) -> list[Resource]:
-        return [*await super().list_resources(), *skill_resources(self.skillset.refresh())]
+        skills = await anyio.to_thread.run_sync(self.skillset.refresh)  # off the event loop, like the catalog
+        return [*await super().list_resources(), *skill_resources(skills)]
 
     async def list_resource_templates(self) -> list[ResourceTemplate]:
         template = ResourceTemplate(
@@ -95,7 +98,7 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
     @server.tool(name="skill_list", annotations=READ_ONLY)
     async def skill_list() -> SkillList:
         """List the project's and the user's Agent Skills: name, description, where it is, loading warnings."""
-        return skill_list_view(skillset.refresh())
+        return skill_list_view(await anyio.to_thread.run_sync(skillset.refresh))
 
     @server.tool(name="skill_route", annotations=READ_ONLY)
     async def skill_route(
@@ -104,7 +107,8 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
     ) -> SkillRoute:
         """Find the skills that fit a task, best first, with a score and the reasons. Empty when none fits: then
         work without a skill. Load the one you use with skill_load."""
-        matches = skillset.router().route(task, limit)
+        router = await anyio.to_thread.run_sync(skillset.router)  # built (or rebuilt) off the event loop
+        matches = router.route(task, limit)
         return SkillRoute(matches=[SkillMatch(**vars(m)) for m in matches])
 
     @server.tool(name="skill_load", annotations=READ_ONLY)
@@ -113,6 +117,7 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
         ctx: Context,
     ) -> SkillLoaded:
         """Load a skill's instructions (SKILL.md body) to follow now, with its folder and the list of its files."""
+        await anyio.to_thread.run_sync(skillset.refresh)
         skill = _get(skillset, name)
         seen = loaded.setdefault(_session_key(ctx), set())
         already = skill.name in seen
@@ -137,6 +142,7 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
     ) -> SkillFileRead:
         """Read one file of a skill (a path relative to its folder). Binary files come back as a resource."""
         try:
+            await anyio.to_thread.run_sync(skillset.refresh)
             found = read_skill_file(_get(skillset, name), path)
         except AbilitiesError as exc:
             raise ToolError(str(exc)) from exc

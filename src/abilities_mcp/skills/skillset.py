@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import mimetypes
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -72,9 +73,14 @@ class SkillSet:
         self._cache: dict[Path, tuple[tuple[int, ...], Skill | None, list[Diagnostic]]] = {}
         self._fingerprint: tuple | None = None
         self._router: Router | None = None
+        self._lock = threading.RLock()
 
     def refresh(self) -> SkillSet:
-        """Re-scan the folders; re-parse only SKILL.md files whose stamp changed."""
+        """Re-scan the folders; re-parse only SKILL.md files whose stamp changed. Thread-safe, like the catalog."""
+        with self._lock:
+            return self._refresh()
+
+    def _refresh(self) -> SkillSet:
         found, notes = discover(self.project)
         fingerprint = tuple((f.directory, stamp(f.directory / "SKILL.md")) for f in found)
         if fingerprint == self._fingerprint:
