@@ -150,3 +150,32 @@ async def test_a_step_that_keeps_failing_stops_after_max_retries_and_fails_the_r
     assert run["steps"][0]["status"] == "failed"
     assert run["steps"][0]["attempts"] == 3
     assert len((root / "attempts").read_text().split()) == 3
+
+
+# Ways a step's process leaves the step's process group (issue 16): each used to outlive the step. {inner} writes
+# its pid to escaped.pid, then becomes `sleep N`.
+ESCAPES = {
+    "setsid-in-the-background": "setsid {inner} < /dev/null > /dev/null 2>&1 &",
+    "setsid-fork": "setsid -f {inner} < /dev/null > /dev/null 2>&1",
+    "double-fork-daemon": "(setsid {inner} < /dev/null > /dev/null 2>&1 &)",
+    "a-daemon-with-a-child": "setsid sh -c '{inner} & wait' < /dev/null > /dev/null 2>&1 &",
+}
+
+
+@pytest.mark.parametrize("escape", ESCAPES.values(), ids=ESCAPES.keys())
+@pytest.mark.parametrize("ending", ["exit", "timeout"])
+async def test_a_process_that_left_the_steps_group_does_not_outlive_the_step(
+    client: Client, write, root: Path, sleep_seconds, escape: str, ending: str
+) -> None:
+    bg, fg = sleep_seconds(), sleep_seconds()
+    inner = f"sh -c \\\"echo \\\\$\\\\$ > escaped.pid; exec sleep {bg}\\\""
+    waits = "until [ -s escaped.pid ]; do sleep 0.01; done"  # the step goes on only once the escape is under way
+    tail = "echo done" if ending == "exit" else f"sleep {fg}"
+    slow_ability(write, f'"{escape.format(inner=inner)}\\n{waits}\\n{tail}"', timeout="2s")
+
+    started = await client.call_tool("ability_run", {"name": "slow", "wait_seconds": 0})
+    run = await finished(client, started.structured_content["run_id"])
+
+    assert run["status"] == ("completed" if ending == "exit" else "failed"), run
+    assert (root / "escaped.pid").read_text().strip().isdigit()  # it did escape
+    await until(lambda: not sleeping(bg, fg), timeout=GONE_WITHIN_SECONDS)

@@ -1,15 +1,20 @@
 """Running one shell command as a step: own process group, bounded capture, and nothing left behind.
 
 Whatever ends the step (its exit, its timeout, a cancel, the server stopping), the whole process group is sent
-SIGTERM, then SIGKILL after a grace, so a background grandchild cannot outlive it.
+SIGTERM, then SIGKILL after a grace, so a background grandchild cannot outlive it. A descendant that left the
+group (`setsid`, a double-forked daemon) is found too: this process is a child subreaper (Linux), so such a
+process, once its parent is gone, becomes our child, and the step's marker in its environment says whose it is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +33,12 @@ DRAIN_SECONDS = 2.0
 READ_CHUNK = 64 * 1024
 # Marks every step process's environment, so recovery can tell our leftovers from strangers with a reused pgid.
 MARKER_VAR = "ABILITIES_MCP_STEP"
+# prctl(2) option: orphaned descendants are re-parented to this process instead of init.
+PR_SET_CHILD_SUBREAPER = 36
+# Rounds of looking for escaped processes: killing a daemon orphans its own children, adopted in turn.
+ESCAPE_ROUNDS = 5
+# How long a killed escaped process gets to die before we stop waiting to reap it.
+REAP_SECONDS = 1.0
 
 
 class Capture:
@@ -132,6 +143,8 @@ async def run_script(
     finally:
         with anyio.CancelScope(shield=True):
             await kill_group(pgid, process)
+            if marker := env.get(MARKER_VAR):
+                await kill_escaped(marker)
             for pipe in (process.stdout, process.stderr):
                 anyio.notify_closing(pipe)
                 pipe.close()
@@ -154,6 +167,7 @@ class SpawnError(Exception):
 
 
 def _spawn(command: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    _become_subreaper()
     return subprocess.Popen(
         ["sh", "-c", command],
         stdin=subprocess.DEVNULL,
@@ -257,11 +271,61 @@ def _in_group(pid: int, pgid: int) -> bool:
     return fields[0] != b"Z" and int(fields[2]) == pgid
 
 
+@functools.cache
+def _become_subreaper() -> None:
+    """Once per process: adopt orphaned descendants, so a step's escaped processes can be found and killed."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: escaped processes go to init, as before
+        pass
+
+
+async def kill_escaped(marker: str) -> None:
+    """Kill (and reap) the step's processes that left its group and, orphaned, were adopted by this process."""
+    for _ in range(ESCAPE_ROUNDS):
+        escaped = [pid for pid in _children() if _has_marker(pid, marker)]
+        if not escaped:
+            return
+        for pid in escaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in escaped:
+            await _reap(pid)
+
+
+def _children() -> list[int]:
+    """This process's children, from every thread's /proc children list (a thread's children are listed there)."""
+    pids: list[int] = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as fh:
+                pids += [int(p) for p in fh.read().split()]
+    except OSError:
+        return []
+    return pids
+
+
+async def _reap(pid: int) -> None:
+    with anyio.move_on_after(REAP_SECONDS):
+        while True:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    return
+            except ChildProcessError:
+                return
+            await anyio.sleep(0.01)
+
+
 def kill_leftovers(pgid: int, marker: str) -> bool:
-    """Kill a dead server's step group, only if its processes carry our marker; True if any were killed."""
+    """Kill a dead server's step processes, in the step's group or escaped from it, only if they carry the step's
+    marker; True if any were killed."""
     killed = False
     for pid in _pids():
-        if _in_group(pid, pgid) and _has_marker(pid, marker):
+        if _has_marker(pid, marker):
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed = True
