@@ -254,3 +254,21 @@ async def test_a_refused_hand_back_under_on_failure_ask_lets_a_person_give_the_a
         assert len(person.asked) == 1 and "Step 'review' failed" in person.asked[0].message
         done = (await client.call_tool("ability_step_complete", {**args, "output": "APPROVED"})).structured_content
     assert done["status"] == "completed" and done["steps"][0]["attempts"] == 2
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_resumed_runs_approval_is_not_taken_from_a_form_but_from_a_terminal(project, write, root, mode) -> None:
+    # The route of issue 15: kill the run's server, resume the run from a client of one's own whose form says yes.
+    write("gated", GATED)
+    async with client_for(project, mode, None) as first:
+        run = (await first.call_tool("ability_run", {"name": "gated", "wait_seconds": 10})).structured_content
+        assert run["status"] == "awaiting_approval"
+    assert stored_run(root, run["run_id"]).status == "interrupted"  # its server stopped
+
+    person = Person()
+    async with client_for(project, mode, person) as second:
+        resumed = await second.call_tool("ability_resume", {"run_id": run["run_id"], "wait_seconds": 10})
+
+    assert resumed.structured_content["status"] == "awaiting_approval", resumed.structured_content
+    assert person.asked == []  # no form: the answer must come from a person's terminal
+    assert not (root / "deployed").exists()

@@ -122,7 +122,14 @@ class RunControl:
             answer=None,
         )
         live = LiveRun(
-            record.run_id, record.ability, ability, record.inputs, outputs, session_id=session_id, status=record.status
+            record.run_id,
+            record.ability,
+            ability,
+            record.inputs,
+            outputs,
+            session_id=session_id,
+            status=record.status,
+            resumed=True,
         )
         return self._register(live, parent)
 

@@ -41,12 +41,20 @@ class LiveRun:
     question_answered: anyio.Event = field(default_factory=anyio.Event)
     asking: anyio.Lock = field(default_factory=anyio.Lock)
     forms_open: set[str] = field(default_factory=set)
+    # A run resumed after its server stopped: whoever resumed it (maybe a client of the agent's own, killing the
+    # server on purpose) is no proof of a person, so its questions are answered at a terminal, not in a form.
+    resumed: bool = False
     # A workflow step's child runs are driven inside the parent's task; stopping the parent stops them.
     parent: LiveRun | None = None
     children: list[LiveRun] = field(default_factory=list)
     depth: int = 0
     # The server's environment, copied once per run (reading os.environ per step costs more than the spawn's setup).
     base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    @property
+    def forms_allowed(self) -> bool:
+        """Whether a client's form may carry a person's answer for this run (not once it or a parent was resumed)."""
+        return not self.resumed and (self.parent is None or self.parent.forms_allowed)
 
     def innermost(self) -> LiveRun:
         """The deepest run this one waits on through workflow steps (itself when none)."""

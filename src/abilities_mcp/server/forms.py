@@ -82,7 +82,9 @@ def answer_from_retry(engine: Engine, ctx: Context) -> str | None:
     if isinstance(response, dict):
         response = ElicitResult.model_validate(response)
     record = engine.store.get_run(run_id)
-    if isinstance(response, ElicitResult) and record is not None and record.question_id == question_id:
+    live = engine.live.get(run_id)
+    trusted = live is None or live.forms_allowed  # a resumed run takes no form answer (engine/live.py)
+    if isinstance(response, ElicitResult) and record is not None and record.question_id == question_id and trusted:
         question = Question.from_json(record.question or {})
         try:
             engine.record_answer(

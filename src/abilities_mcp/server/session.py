@@ -40,7 +40,8 @@ class Session:
         await self.engine.wait(run_id, wait_seconds, progress, first_change=first_change)
         for _ in range(MAX_FORMS_PER_CALL):
             asking = open_question(self.engine, run_id)
-            era = form_era(ctx) if asking is not None and self.forms_work else None
+            # A resumed run's questions go to the terminal: the client that resumed it proves no person (live.py).
+            era = form_era(ctx) if asking is not None and self.forms_work and asking[0].forms_allowed else None
             if asking is None or era is None:
                 break
             if era == "modern":
