@@ -168,7 +168,7 @@ async def test_a_process_that_left_the_steps_group_does_not_outlive_the_step(
     client: Client, write, root: Path, sleep_seconds, escape: str, ending: str
 ) -> None:
     bg, fg = sleep_seconds(), sleep_seconds()
-    inner = f"sh -c \\\"echo \\\\$\\\\$ > escaped.pid; exec sleep {bg}\\\""
+    inner = f'sh -c \\"echo \\\\$\\\\$ > escaped.pid; exec sleep {bg}\\"'
     waits = "until [ -s escaped.pid ]; do sleep 0.01; done"  # the step goes on only once the escape is under way
     tail = "echo done" if ending == "exit" else f"sleep {fg}"
     slow_ability(write, f'"{escape.format(inner=inner)}\\n{waits}\\n{tail}"', timeout="2s")
