@@ -426,6 +426,58 @@ def test_a_prerequisite_run_out_of_order_does_not_count_and_the_model_is_told(ro
     assert decision(pre(root, "mcp__db__execute_query")) == "deny"
 
 
+@pytest.mark.parametrize(
+    "response",
+    [
+        [{"type": "text", "text": "main, analytics"}],
+        '[{"type": "text", "text": "main, analytics"}]',
+        {"content": [{"type": "text", "text": "main, analytics"}], "isError": False},
+    ],
+    ids=["content-list", "content-as-json-text", "result-object"],
+)
+def test_an_mcp_tools_content_is_recorded_as_its_text(root, response) -> None:
+    from abilities_mcp.prerequisites.sessions import SessionState
+    from abilities_mcp.state.store import Store
+
+    use_workflows(root, "database")
+
+    claude(root, "PostToolUse", tool_name="mcp__db__list_databases", tool_input={}, tool_response=response)
+
+    store = Store(root / ".abilities" / "state.db")
+    try:
+        [recorded] = SessionState(store).done(SESSION)["database-safe-query"].values()
+    finally:
+        store.close()
+    assert recorded.result == "main, analytics"
+
+
+def test_a_non_mcp_tools_output_is_recorded_as_it_came(root) -> None:
+    from abilities_mcp.prerequisites.sessions import SessionState
+    from abilities_mcp.state.store import Store
+
+    (root / "workflows.json").write_text(
+        json.dumps(
+            {
+                "shell-first": {
+                    "description": "Look before querying",
+                    "triggers": {"tools": ["execute_query"]},
+                    "prerequisites": [{"step": 1, "tool": "Bash", "description": "look"}],
+                }
+            }
+        )
+    )
+    output = '[{"type": "text", "text": "printed by a script"}]'
+
+    claude(root, "PostToolUse", tool_name="Bash", tool_input={"command": "cat x.json"}, tool_response=output)
+
+    store = Store(root / ".abilities" / "state.db")
+    try:
+        [recorded] = SessionState(store).done(SESSION)["shell-first"].values()
+    finally:
+        store.close()
+    assert recorded.result == output
+
+
 def test_with_the_repos_workflows_a_suggest_workflow_only_adds_context_once_enforced_steps_ran(root) -> None:
     shutil.copy(REPO / "workflows.json", root / "workflows.json")
     for tool in ("list_databases", "list_tables", "inspect_table"):
@@ -601,6 +653,49 @@ async def test_in_opencode_a_run_gates_only_its_own_session_even_from_the_same_p
 
     assert same.returncode == 2 and "step 'build'" in same.stderr
     assert other.returncode == 0 and other.stdout == "", other.stderr
+
+
+async def test_opencode_calls_to_this_servers_tools_are_filed_under_the_session_the_hook_announced(
+    root, write, sleep_seconds
+) -> None:
+    """OpenCode sends no session id on tools/call: its plugin's tool-before announces the call, the server claims it."""
+    from support import stdio_params
+
+    write("build", SCRIPT_RUN % sleep_seconds())
+    arguments = {"name": "build", "wait_seconds": 0}
+    async with Client(stdio_params(root), mode="legacy") as client:
+        announced = hook(
+            root, "opencode", "tool-before", {"sessionID": "ses_A", "tool": "abilities_ability_run", "args": arguments}
+        )
+        assert announced.returncode == 0 and announced.stdout == "", announced.stderr
+        run = (await client.call_tool("ability_run", dict(reversed(arguments.items())))).structured_content
+        hook(root, "opencode", "tool-before", {"sessionID": "ses_A", "tool": "abilities_workflow_status", "args": {}})
+        announced_status = (await client.call_tool("workflow_status", {})).structured_content
+        unannounced_status = (await client.call_tool("workflow_status", {})).structured_content  # claimed already
+
+        gated = hook(root, "opencode", "tool-before", {"sessionID": "ses_A", "tool": "bash", "args": {}})
+        elsewhere = hook(root, "opencode", "tool-before", {"sessionID": "ses_B", "tool": "bash", "args": {}})
+        hook(root, "opencode", "tool-before", {"sessionID": "ses_A", "tool": "abilities_ability_cancel", "args": {}})
+        cancelled = (await client.call_tool("ability_cancel", {})).structured_content
+
+    assert gated.returncode == 2 and run["run_id"] in gated.stderr, gated.stderr
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert cancelled["run_id"] == run["run_id"] and cancelled["status"] == "cancelled"  # ses_A's live run
+    assert announced_status["session_id"] == "ses_A"
+    assert unannounced_status["session_id"].startswith("mcp-")  # no announcement: the connection's own id
+
+
+async def test_in_opencode_a_subagents_calls_count_for_the_session_that_started_it(server, write, root) -> None:
+    write("notes", AGENT_RUN % "strict")
+    run = await start(server, "notes", session="ses_parent")
+    assert run["status"] == "awaiting_agent"
+
+    def bash(**extra: Any) -> subprocess.CompletedProcess:
+        return hook(root, "opencode", "tool-before", {"sessionID": "ses_parent", "tool": "bash", "args": {}, **extra})
+
+    assert bash(subagent="scribe").returncode == 0  # the step's agent, working in its child session
+    assert bash().returncode == 2
+    assert bash(subagent="intruder").returncode == 2
 
 
 def test_opencode_gets_advice_as_context_on_stdout(root) -> None:

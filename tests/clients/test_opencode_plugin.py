@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from abilities_mcp.prerequisites.sessions import SessionState
 from abilities_mcp.state.owners import process_start
 from abilities_mcp.state.store import RunRecord, StepRecord, Store
 from support import REPO
@@ -27,15 +28,26 @@ WORKFLOWS = REPO / "workflows.json"
 NODE_TIMEOUT_S = 60
 PREREQUISITES = ("pg_list_databases", "pg_list_tables", "pg_inspect_table")
 # Imports the written plugin, calls its factory as OpenCode does, then for each call: tool.execute.before, and
-# (unless before threw, which is how OpenCode refuses a call) tool.execute.after with the tool's output.
+# (unless before threw, which is how OpenCode refuses a call) tool.execute.after with the tool's output: for
+# OpenCode's own tools {title, output, metadata}; for an MCP tool (`mcp: true`) the MCP result, {content: [...]},
+# which is what OpenCode 1.18 passes. An entry with `event` is a bus event OpenCode hands the plugin instead;
+# `sessions` are what OpenCode's client answers about a session the plugin saw no event for.
 DRIVER = """
 import { pathToFileURL } from "node:url"
 
-const [plugin, directory, callsJson] = process.argv.slice(2)
+const [plugin, directory, callsJson, sessionsJson] = process.argv.slice(2)
 const { AbilitiesMcp } = await import(pathToFileURL(plugin).href)
-const hooks = await AbilitiesMcp({ directory })
+// OpenCode's client, as far as the plugin uses it: the sessions OpenCode knows (id -> Session).
+const known = JSON.parse(sessionsJson || "{}")
+const client = { session: { get: async ({ path }) => ({ data: known[path.id] ?? { id: path.id } }) } }
+const hooks = await AbilitiesMcp({ directory, client })
 const results = []
 for (const call of JSON.parse(callsJson)) {
+  if (call.event) {
+    await hooks.event({ event: call.event })
+    results.push({ event: call.event.type })
+    continue
+  }
   const input = { tool: call.tool, sessionID: call.sessionID, callID: call.callID }
   try {
     await hooks["tool.execute.before"](input, { args: call.args ?? {} })
@@ -43,9 +55,11 @@ for (const call of JSON.parse(callsJson)) {
     results.push({ tool: call.tool, threw: error instanceof Error, error: String(error?.message ?? error) })
     continue
   }
-  const output = { title: call.tool, output: call.output, metadata: {} }
+  const output = call.mcp
+    ? { content: [{ type: "text", text: call.output }] }
+    : { title: call.tool, output: call.output, metadata: {} }
   await hooks["tool.execute.after"](input, output)
-  results.push({ tool: call.tool, threw: false, output: output.output })
+  results.push({ tool: call.tool, threw: false, output: call.mcp ? output.content : output.output })
 }
 console.log(JSON.stringify(results))
 """
@@ -72,16 +86,31 @@ def init_opencode(root: Path, command: str) -> Path:
     return plugin
 
 
-def call(tool: str, session: str, n: int, output: str = "ok") -> dict[str, Any]:
-    return {"tool": tool, "sessionID": session, "callID": f"call_{n}", "output": output}
+def call(tool: str, session: str, n: int, output: str = "ok", mcp: bool = False) -> dict[str, Any]:
+    return {"tool": tool, "sessionID": session, "callID": f"call_{n}", "output": output, "mcp": mcp}
 
 
-def drive(tmp_path: Path, plugin: Path, root: Path, calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+def recorded(root: Path, session: str) -> dict[int, Any]:
+    """What the state file holds for the database workflow in `session`: step -> Completion."""
+    store = Store(root / ".abilities" / "state.db")
+    try:
+        return SessionState(store).done(session).get("database-safe-query", {})
+    finally:
+        store.close()
+
+
+def drive(
+    tmp_path: Path,
+    plugin: Path,
+    root: Path,
+    calls: list[dict[str, Any]],
+    sessions: dict[str, dict[str, Any]] | None = None,
+) -> tuple[list[dict[str, Any]], str]:
     """Run the calls through the plugin in one Node process; returns one result per call, and Node's stderr."""
     driver = tmp_path / "drive.mjs"
     driver.write_text(DRIVER)
     done = subprocess.run(
-        ["node", str(driver), str(plugin), str(root), json.dumps(calls)],
+        ["node", str(driver), str(plugin), str(root), json.dumps(calls), json.dumps(sessions or {})],
         capture_output=True,
         text=True,
         cwd=root,
@@ -195,3 +224,51 @@ def test_opencode_started_in_a_subfolder_still_gates_with_the_projects_files(
 
     assert result["threw"] is True and "list_databases" in result["error"], result
     assert not (subfolder / ".abilities").exists()
+
+
+def test_an_mcp_tools_result_is_recorded_as_its_text_and_a_note_reaches_the_model_as_a_text_part(
+    tmp_path: Path, root: Path, plugin: Path
+) -> None:
+    calls = [
+        call("pg_list_tables", "ses_a", 1, output="users, orders", mcp=True),  # out of order: a note comes back
+        call("pg_list_databases", "ses_a", 2, output="main, analytics", mcp=True),
+    ]
+    early, first = drive(tmp_path, plugin, root, calls)[0]
+
+    assert early["output"][0] == {"type": "text", "text": "users, orders"}
+    [note] = early["output"][1:]
+    assert note["type"] == "text" and "does not count yet" in note["text"], early
+    assert first["output"] == [{"type": "text", "text": "main, analytics"}]
+    assert {step: c.result for step, c in recorded(root, "ses_a").items()} == {1: "main, analytics"}
+
+
+def test_a_subagents_child_session_counts_as_the_session_that_started_it(
+    tmp_path: Path, root: Path, plugin: Path
+) -> None:
+    child = {"id": "ses_child", "parentID": "ses_a", "agent": "general", "title": "look (@general subagent)"}
+    calls = [
+        {"event": {"type": "session.created", "properties": {"sessionID": "ses_child", "info": child}}},
+        *prerequisites_then("ses_child"),
+        call("pg_execute_query", "ses_a", 9, output="3 rows"),
+        call("pg_execute_query", "ses_b", 10),
+    ]
+    results, _ = drive(tmp_path, plugin, root, calls)
+
+    assert [r["threw"] for r in results[1:5]] == [False] * 4, results
+    assert results[5]["threw"] is True and "list_databases" in results[5]["error"], results[5]
+    assert set(recorded(root, "ses_a")) == {1, 2, 3} and recorded(root, "ses_child") == {}
+
+
+def test_a_child_session_the_plugin_saw_no_event_for_is_looked_up_through_opencodes_client(
+    tmp_path: Path, root: Path, plugin: Path
+) -> None:
+    sessions = {
+        "ses_grandchild": {"id": "ses_grandchild", "parentID": "ses_child", "agent": "explore"},
+        "ses_child": {"id": "ses_child", "parentID": "ses_a", "agent": "general"},
+    }
+    calls = [*prerequisites_then("ses_grandchild"), call("pg_execute_query", "ses_a", 9, output="3 rows")]
+
+    results, _ = drive(tmp_path, plugin, root, calls, sessions)
+
+    assert [r["threw"] for r in results] == [False] * 4, results
+    assert set(recorded(root, "ses_a")) == {1, 2, 3}

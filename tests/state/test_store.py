@@ -188,3 +188,135 @@ def test_pruning_by_age_takes_a_finished_runs_children_with_it(tmp_path: Path) -
         assert store.get_run("recent") is not None
     finally:
         store.close()
+
+
+# --- claims: the session of a call the client's hook announced (state/claims.py) ---
+
+CLIENT = (4242, 777)
+
+
+def test_an_announced_call_is_claimed_once_by_the_same_tool_and_arguments_in_any_key_order(tmp_path: Path) -> None:
+    from abilities_mcp.state.claims import announce, claim
+
+    store = Store(tmp_path / "s.db")
+    try:
+        announce(store, "ses_a", "ability_run", {"name": "deploy", "inputs": {"v": 1, "env": "prod"}}, CLIENT)
+        assert claim(store, "ability_run", {"name": "other"}, CLIENT) is None
+        assert claim(store, "ability_status", {"name": "deploy", "inputs": {"v": 1, "env": "prod"}}, CLIENT) is None
+        assert claim(store, "ability_run", {"inputs": {"env": "prod", "v": 1}, "name": "deploy"}, CLIENT) == "ses_a"
+        assert claim(store, "ability_run", {"name": "deploy", "inputs": {"v": 1, "env": "prod"}}, CLIENT) is None
+    finally:
+        store.close()
+
+
+def test_no_arguments_and_empty_arguments_are_the_same_call(tmp_path: Path) -> None:
+    from abilities_mcp.state.claims import announce, claim
+
+    store = Store(tmp_path / "s.db")
+    try:
+        announce(store, "ses_a", "workflow_status", {}, CLIENT)
+        assert claim(store, "workflow_status", None, CLIENT) == "ses_a"
+    finally:
+        store.close()
+
+
+def test_the_newest_announcement_of_a_call_is_claimed_first(tmp_path: Path) -> None:
+    from abilities_mcp.state.claims import announce, claim
+
+    store = Store(tmp_path / "s.db")
+    now = time.time()
+    try:
+        announce(store, "ses_old", "ability_status", {}, CLIENT, now=now - 5)  # its call never came (a permission
+        announce(store, "ses_new", "ability_status", {}, CLIENT, now=now)  # prompt was refused, say)
+        assert claim(store, "ability_status", {}, CLIENT, now=now) == "ses_new"
+        assert claim(store, "ability_status", {}, CLIENT, now=now) == "ses_old"
+    finally:
+        store.close()
+
+
+def test_only_the_announcements_of_the_same_client_process_are_claimed_unless_a_side_cannot_tell(
+    tmp_path: Path,
+) -> None:
+    from abilities_mcp.state.claims import announce, claim
+
+    store = Store(tmp_path / "s.db")
+    try:
+        announce(store, "ses_elsewhere", "ability_status", {}, (4242, 778))  # the same pid, another process
+        assert claim(store, "ability_status", {}, CLIENT) is None
+        assert claim(store, "ability_status", {}, None) == "ses_elsewhere"
+        announce(store, "ses_unknown", "ability_status", {}, None)
+        assert claim(store, "ability_status", {}, CLIENT) == "ses_unknown"
+    finally:
+        store.close()
+
+
+def test_announcements_expire_and_the_table_stays_bounded(tmp_path: Path, monkeypatch) -> None:
+    from abilities_mcp.state import claims
+
+    monkeypatch.setattr(claims, "MAX_ANNOUNCED", 50)
+    store = Store(tmp_path / "s.db")
+    now = time.time()
+    try:
+        claims.announce(store, "ses_stale", "ability_list", {}, CLIENT, now=now - claims.CLAIM_WINDOW_SECONDS - 1)
+        assert claims.claim(store, "ability_list", {}, CLIENT, now=now) is None
+        for i in range(120):
+            claims.announce(store, f"ses_{i}", "ability_status", {"run_id": str(i)}, CLIENT, now=now)
+        rows = store.db.execute("SELECT session_id FROM call_claims ORDER BY id").fetchall()
+        assert [r[0] for r in rows] == [f"ses_{i}" for i in range(70, 120)]  # the stale one and the oldest went
+        assert claims.claim(store, "ability_status", {"run_id": "119"}, CLIENT, now=now) == "ses_119"
+    finally:
+        store.close()
+
+
+CLAIMER = """
+import sys
+from pathlib import Path
+from abilities_mcp.state.claims import claim
+from abilities_mcp.state.database import Database
+db = Database(Path(sys.argv[1]))
+go = Path(sys.argv[2])
+while not go.exists():
+    pass
+for _ in range(int(sys.argv[3])):
+    print(claim(db, "ability_status", {}, None))
+"""
+
+
+def test_processes_claiming_at_once_never_claim_one_announcement_twice(tmp_path: Path) -> None:
+    from abilities_mcp.state.claims import announce
+
+    db, go = tmp_path / "s.db", tmp_path / "go"
+    store = Store(db)
+    for i in range(60):
+        announce(store, f"ses_{i}", "ability_status", {}, None)
+    store.close()
+    procs = [
+        subprocess.Popen([sys.executable, "-c", CLAIMER, str(db), str(go), "40"], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    go.touch()
+    outputs = [p.communicate(timeout=60)[0].split() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    claimed = [s for out in outputs for s in out if s != "None"]
+    assert sorted(claimed) == sorted(f"ses_{i}" for i in range(60))  # each once, none lost
+
+
+def test_a_state_file_from_before_claims_gets_the_table_when_opened(tmp_path: Path) -> None:
+    import sqlite3
+
+    from abilities_mcp.state.claims import announce, claim
+
+    db = tmp_path / "s.db"
+    Store(db).create_run(make_run("old"))
+    raw = sqlite3.connect(db)
+    raw.execute("DROP TABLE call_claims")
+    raw.execute("PRAGMA user_version=4")
+    raw.commit()
+    raw.close()
+    store = Store(db)
+    try:
+        announce(store, "ses_a", "ability_history", {}, CLIENT)
+        assert claim(store, "ability_history", {}, CLIENT) == "ses_a"
+        assert store.get_run("old") is not None
+    finally:
+        store.close()

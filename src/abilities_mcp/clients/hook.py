@@ -4,7 +4,9 @@ The client runs this before and after every tool call, on each prompt, at sessio
 stop. It reads the client's JSON on stdin, looks at the shared state file (the session's live run and recorded
 prerequisites) and workflows.json, and answers on stdout in the client's format. Stdout carries nothing else.
 
-    before: a live run's step gate (enforcement.py), then workflows.json (gates.py): deny, ask, or context
+    before: a live run's step gate (enforcement.py), then workflows.json (gates.py): deny, ask, or context;
+            a call to this server's own tools is announced for the server (state/claims.py: OpenCode's calls
+            reach the server without a session id)
     after:  record a prerequisite that ran (sessions.py), so calling it counts without workflow_record
     prompt: the live run's step, the abilities that fit the prompt, the workflows its words point at
     start:  the live run (after compaction or resume) and a short catalog
@@ -26,10 +28,12 @@ from typing import IO, Any, NamedTuple
 from ..prerequisites.gates import RECORDED_BY_HOOK, check, tool_matches
 from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV, SessionState
 from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_workflows
+from ..state.claims import announce
 from ..state.database import Database
+from ..state.owners import client_of
 from ..state.project import Project
 from . import guards
-from .enforcement import Verdict, kind, next_move, stop_verdict, tool_verdict, where
+from .enforcement import OWN_TOOLS, Verdict, kind, next_move, stop_verdict, tool_verdict, where
 from .position import Position, find
 
 EVENTS = {
@@ -52,6 +56,8 @@ MAX_OUTPUT_CHARS = 10_000
 ASKING_MODES = {"default", "acceptEdits", "plan"}
 # Exit codes: 2 makes the client refuse the call; 1 is an error the client reports and goes on from.
 DENY_EXIT, FAIL_OPEN_EXIT = 2, 1
+# Clients whose calls reach this server without a session id: their hook announces each call to the server.
+ANNOUNCING_CLIENTS = {"opencode"}
 
 
 class StateUnreadable(Exception):
@@ -131,6 +137,8 @@ def parse(client: str, kind: str, data: Any) -> Call:
     if not isinstance(data, dict):
         raise ValueError("the hook input must be a JSON object")
     if client == "opencode":
+        # The plugin sends the session a subagent's child session belongs to, and the subagent's name.
+        subagent = data.get("subagent")
         return Call(
             client,
             kind,
@@ -138,7 +146,7 @@ def parse(client: str, kind: str, data: Any) -> Call:
             str(data.get("tool") or ""),
             _text(data.get("output")),
             "",
-            None,
+            str(subagent) if subagent is not None else None,
             False,
             "",
             "",
@@ -151,7 +159,7 @@ def parse(client: str, kind: str, data: Any) -> Call:
         kind,
         str(data.get("session_id") or ""),
         str(data.get("tool_name") or ""),
-        _text(data.get("tool_response")),
+        _text(data.get("tool_response"), mcp=str(data.get("tool_name") or "").startswith("mcp__")),
         str(data.get("prompt") or ""),
         _subagent(data),
         bool(data.get("stop_hook_active")),
@@ -184,10 +192,33 @@ def _subagent(data: dict[str, Any]) -> str | None:
     return str(data.get("agent_type") or "")
 
 
-def _text(value: Any) -> str | None:
+def _text(value: Any, mcp: bool = False) -> str | None:
+    """What a tool returned, as text; an MCP tool's content blocks as the text the model reads."""
     if value is None:
         return None
+    if mcp:
+        blocks = _content_blocks(value)
+        if blocks is not None:
+            return "\n".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _content_blocks(value: Any) -> list[dict[str, Any]] | None:
+    """An MCP result's content ([{type, text}, ...], or {content: [...]}, or either as JSON text); None otherwise."""
+    if isinstance(value, str) and value.lstrip().startswith(("[", "{")):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, dict):
+        value = value.get("content")
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in value):
+        return None
+    if not any(b["type"] == "text" for b in value):
+        return None
+    return value
 
 
 def _project(call: Call) -> Project:
@@ -242,7 +273,10 @@ def _ttl_from_env() -> float:
 def before(hook: Hook) -> Answer:
     """A tool is about to run: the guards first (whatever the run), then the live run's step, then workflows.json."""
     tool = hook.call.tool
-    if not tool or kind(tool) == "own":
+    if not tool:
+        return Answer()
+    if kind(tool) == "own":
+        _announce(hook, tool)
         return Answer()
     guarded = guards.refusal(tool, hook.call.arguments, hook.project.root, hook.project.state_db.parent)
     if guarded:
@@ -252,6 +286,14 @@ def before(hook: Hook) -> Answer:
         return Answer(deny=verdict.reason)
     gate = _workflow_answer(hook, tool)
     return gate._replace(context=_joined(verdict.context, gate.context))
+
+
+def _announce(hook: Hook, tool: str) -> None:
+    """Tell the server which session this call to its tool is from, when the client will not (claims.py)."""
+    if hook.call.client not in ANNOUNCING_CLIENTS or not hook.call.session_id:
+        return
+    name = next((own for own in OWN_TOOLS if tool_matches(tool, own)), tool)
+    announce(hook.database(), hook.call.session_id, name, hook.call.arguments, client_of(os.getpid()))
 
 
 def _step_verdict(hook: Hook, tool: str) -> Verdict:

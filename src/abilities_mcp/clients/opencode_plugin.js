@@ -2,6 +2,9 @@
 // Written by `abilities-mcp init opencode`; run it again to update. Every tool call asks
 // `abilities-mcp hook opencode tool-before` first: exit 2 blocks the call (the reason is in stderr),
 // anything else but 0 is a broken gate, which lets the call through and says so in OpenCode's log.
+// A subagent works in a child session of the session that started it: its calls are gated (and its
+// prerequisites recorded) as that session's, named as the subagent's. Calls to abilities-mcp's own tools are
+// announced by the hook, so the server (which OpenCode gives no session id) files them under the same session.
 import { spawn } from "node:child_process"
 import { basename, dirname } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -14,6 +17,10 @@ const TIMEOUT_MS = 10_000
 const MAX_NOTES = 200
 // Tool output sent to tool-after: enough to keep as a prerequisite's result (the state keeps 200 characters).
 const OUTPUT_CHARS = 4_000
+// Sessions remembered (id -> parent and agent), for the subagents' child sessions: the oldest go first.
+const MAX_SESSIONS = 1_000
+// Parent links followed up to the session at the top (OpenCode nests subagents a few levels at most).
+const MAX_DEPTH = 16
 
 function ask(event, payload, cwd) {
   return new Promise((resolve) => {
@@ -65,12 +72,75 @@ function projectRoot(directory) {
   return basename(plugins) === "plugins" && basename(opencode) === ".opencode" ? dirname(opencode) : directory
 }
 
-export const AbilitiesMcp = async ({ directory }) => {
+// What a tool returned, as the model reads it: OpenCode's own tools give `output` (a string); an MCP tool gives
+// the MCP result ({content: [{type: "text", text}, ...]}), whose text parts OpenCode joins after this hook.
+function resultText(output) {
+  if (typeof output.output === "string") return output.output
+  if (Array.isArray(output.content)) {
+    return output.content
+      .filter((part) => part && part.type === "text" && typeof part.text === "string")
+      .map((part) => part.text)
+      .join("\n")
+  }
+  return output.output == null ? "" : JSON.stringify(output.output)
+}
+
+function appendNote(output, extra) {
+  if (typeof output.output === "string") output.output += `\n\n${extra}`
+  else if (Array.isArray(output.content)) output.content.push({ type: "text", text: extra })
+}
+
+// Which session a call counts for: the top of its chain of parent sessions, and the subagent (the child
+// session's agent) when it came from one. OpenCode announces every session it creates (session.created, with
+// parentID and agent); one this plugin did not see is asked for through OpenCode's client.
+function lineage(client) {
+  const sessions = new Map() // id -> { parentID, agent }
+  const remember = (info) => {
+    if (!info || typeof info.id !== "string") return
+    sessions.delete(info.id)
+    sessions.set(info.id, { parentID: info.parentID || "", agent: info.agent || "" })
+    if (sessions.size > MAX_SESSIONS) sessions.delete(sessions.keys().next().value)
+  }
+  const lookup = async (id) => {
+    if (!sessions.has(id)) {
+      try {
+        const found = await client?.session?.get?.({ path: { id } })
+        remember(found?.data ?? { id })
+      } catch {
+        remember({ id })
+      }
+    }
+    return sessions.get(id)
+  }
+  return {
+    remember,
+    async of(sessionID) {
+      let id = sessionID
+      let subagent
+      for (let depth = 0; id && depth < MAX_DEPTH; depth++) {
+        const info = await lookup(id)
+        if (!info?.parentID) break
+        if (subagent === undefined) subagent = info.agent
+        id = info.parentID
+      }
+      return { sessionID: id || sessionID, subagent }
+    },
+  }
+}
+
+export const AbilitiesMcp = async ({ directory, client }) => {
   const root = projectRoot(directory)
   const notes = new Map() // callID -> what tool-before had to say, appended to the tool's output
+  const sessions = lineage(client)
   return {
+    event: async ({ event }) => {
+      if (event?.type === "session.created" || event?.type === "session.updated") {
+        sessions.remember(event.properties?.info)
+      }
+    },
     "tool.execute.before": async (input, output) => {
-      const payload = { tool: input.tool, sessionID: input.sessionID, callID: input.callID, args: output.args, cwd: root }
+      const { sessionID, subagent } = await sessions.of(input.sessionID)
+      const payload = { tool: input.tool, sessionID, subagent, callID: input.callID, args: output.args, cwd: root }
       const answer = await ask("tool-before", payload, root)
       if (answer.code === 2) throw new Error(answer.stderr.trim() || `abilities-mcp blocked ${input.tool}`)
       const note = context(answer, "tool-before")
@@ -78,18 +148,19 @@ export const AbilitiesMcp = async ({ directory }) => {
       if (notes.size > MAX_NOTES) notes.delete(notes.keys().next().value)
     },
     "tool.execute.after": async (input, output) => {
-      const text = typeof output.output === "string" ? output.output : JSON.stringify(output.output ?? "")
+      const { sessionID, subagent } = await sessions.of(input.sessionID)
       const payload = {
         tool: input.tool,
-        sessionID: input.sessionID,
+        sessionID,
+        subagent,
         callID: input.callID,
-        output: text.slice(0, OUTPUT_CHARS),
+        output: resultText(output).slice(0, OUTPUT_CHARS),
         cwd: root,
       }
       const note = [notes.get(input.callID), context(await ask("tool-after", payload, root), "tool-after")]
       notes.delete(input.callID)
       const extra = note.filter(Boolean).join("\n\n")
-      if (extra && typeof output.output === "string") output.output += `\n\n${extra}`
+      if (extra) appendNote(output, extra)
     },
   }
 }

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -12,10 +14,15 @@ from mcp_types import InputRequiredResult
 
 from ..engine.core import Engine
 from ..errors import AbilitiesError, Refused
+from ..state.claims import Client, claim
+from ..state.owners import client_of
 from ..state.store import Store
 from .forms import MAX_FORMS_PER_CALL, ask_by_form, form_era, input_required, open_question
 from .results import Run
 from .views import run_view
+
+# Requests whose claimed session is remembered (a tool may ask for its session more than once per call).
+REMEMBERED_REQUESTS = 256
 
 
 @dataclass
@@ -26,6 +33,9 @@ class Session:
     store: Store
     default_session_id: str
     forms_work: bool = True  # cleared when this client failed a form: its runs wait for the terminal command
+    # The client process that started this server, to claim only the calls its own hook announced.
+    client: Client = field(default_factory=lambda: client_of(os.getpid()))
+    _claimed: OrderedDict[Any, str | None] = field(default_factory=OrderedDict)
 
     def view(self, run_id: str, warning: str | None = None) -> Run:
         view = run_view(self.store.get_run(run_id), self.store.get_run)
@@ -72,11 +82,30 @@ class Session:
         return self.view(record.run_id, f"Not done (enforcement: loose, so this is a warning): {refusal}")
 
     def session_id(self, ctx: Context) -> str:
-        """$CLAUDE_CODE_SESSION_ID, else OpenCode's _meta.sessionID, else the id minted for this connection."""
+        """$CLAUDE_CODE_SESSION_ID, else the call's _meta.sessionID, else the session the client's hook announced
+        this call for (state/claims.py: OpenCode sends none), else the id minted for this connection."""
         if env := os.environ.get("CLAUDE_CODE_SESSION_ID"):
             return env
         meta = ctx.request_context.meta or {}
-        return str(meta.get("sessionID") or self.default_session_id)
+        if meta.get("sessionID"):
+            return str(meta["sessionID"])
+        return self._announced(ctx) or self.default_session_id
+
+    def _announced(self, ctx: Context) -> str | None:
+        """The announced session of this tool call, claimed once per request and remembered for the rest of it."""
+        request = ctx.request_context
+        params = request.params or {}
+        if request.method != "tools/call" or not isinstance(params.get("name"), str):
+            return None
+        key = request.request_id
+        if key is not None and key in self._claimed:
+            return self._claimed[key]
+        found = claim(self.store, params["name"], params.get("arguments"), self.client)
+        if key is not None:
+            self._claimed[key] = found
+            while len(self._claimed) > REMEMBERED_REQUESTS:
+                self._claimed.popitem(last=False)
+        return found
 
 
 def session_of(ctx: Context) -> Session:

@@ -1,6 +1,6 @@
 """The SQLite state file (WAL), shared safely by the server, the CLI and the hook: opening it, bringing an older
-file up to date, and transactions. What lives in it: runs (store.py) and each session's prerequisites
-(sessions.py).
+file up to date, and transactions. What lives in it: runs (store.py), each session's prerequisites
+(sessions.py), and the sessions of calls a client's hook announced (claims.py).
 
 Stdlib only and no dataclasses: the hook opens this file on every tool call.
 """
@@ -47,9 +47,14 @@ CREATE TABLE IF NOT EXISTS prereq_done (
     step INTEGER NOT NULL, tool TEXT NOT NULL, result TEXT, at REAL NOT NULL,
     PRIMARY KEY (session_id, workflow, step)
 );
+CREATE TABLE IF NOT EXISTS call_claims (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, tool TEXT NOT NULL, args_hash TEXT NOT NULL,
+    client_pid INTEGER, client_start INTEGER, at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS call_claims_by_call ON call_claims(tool, args_hash, at);
 """
-# Bumped with every schema change; older files are migrated forward when opened.
-SCHEMA_VERSION = 4
+# Bumped with every schema change; older files are migrated forward when opened (5: call_claims, a new table).
+SCHEMA_VERSION = 5
 # Columns added after a table was first created: (table, column, type). Migration adds the missing ones.
 ADDED_COLUMNS = [
     ("steps", "output_bytes", "INTEGER"),

@@ -1,0 +1,70 @@
+"""Whose call is this? The session of a tool call that reaches the server without one, told by the client's hook.
+
+OpenCode sends `tools/call` with no session id, and one OpenCode process serves all its sessions through one
+connection; but it runs its plugin's `tool.execute.before` (which waits for `abilities-mcp hook opencode
+tool-before`) before it sends the call. So the hook announces the call in the state file: session, tool (this
+server's name for it), a hash of the arguments, the client process and the time. The server, given a call with no
+session id, claims the newest unclaimed announcement of the same tool with the same arguments from the same client
+process, and files the call under that session. One announcement answers one call; unclaimed ones are forgotten
+after CLAIM_WINDOW_SECONDS, and the table never holds more than MAX_ANNOUNCED rows.
+
+Stdlib only: the hook runs this on every call to this server's tools.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from .database import Database
+
+# An announced call is claimable this long: the client may ask a person for permission between hook and call.
+CLAIM_WINDOW_SECONDS = 600.0
+# The table's bound, whatever the clients do: the oldest rows go first.
+MAX_ANNOUNCED = 1000
+
+Client = tuple[int, int] | None  # the client process (pid, start time) as owners.client_of finds it
+
+
+def arguments_hash(arguments: Any) -> str:
+    """The same for the same JSON arguments however they were written (key order, spacing); {} for none."""
+    canonical = json.dumps(arguments or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def announce(
+    db: Database, session_id: str, tool: str, arguments: Any, client: Client, now: float | None = None
+) -> None:
+    """The hook saw `session_id` about to call this server's `tool` with `arguments`."""
+    now = time.time() if now is None else now
+    pid, start = client or (None, None)
+    with db.transaction() as conn:
+        conn.execute("DELETE FROM call_claims WHERE at < ?", (now - CLAIM_WINDOW_SECONDS,))
+        conn.execute(
+            "INSERT INTO call_claims (session_id, tool, args_hash, client_pid, client_start, at) VALUES (?,?,?,?,?,?)",
+            (session_id, tool, arguments_hash(arguments), pid, start, now),
+        )
+        conn.execute(
+            "DELETE FROM call_claims WHERE id <= (SELECT id FROM call_claims ORDER BY id DESC LIMIT 1 OFFSET ?)",
+            (MAX_ANNOUNCED,),
+        )
+
+
+def claim(db: Database, tool: str, arguments: Any, client: Client, now: float | None = None) -> str | None:
+    """The session of the newest unclaimed announcement of this call (same tool, same arguments, same client
+    process when both sides know it), which it uses up; None when there is none."""
+    now = time.time() if now is None else now
+    pid, start = client or (None, None)
+    with db.transaction() as conn:
+        row = conn.execute(
+            "SELECT id, session_id FROM call_claims WHERE tool=? AND args_hash=? AND at >= ? "
+            "AND (client_pid IS NULL OR ? IS NULL OR (client_pid=? AND client_start=?)) "
+            "ORDER BY at DESC, id DESC LIMIT 1",
+            (tool, arguments_hash(arguments), now - CLAIM_WINDOW_SECONDS, pid, pid, start),
+        ).fetchone()
+        if row is None:
+            return None
+        conn.execute("DELETE FROM call_claims WHERE id=?", (row["id"],))
+        return row["session_id"]

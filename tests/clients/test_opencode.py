@@ -1,0 +1,401 @@
+"""The real OpenCode CLI, driven by a scripted model on 127.0.0.1, against a project set up by `init opencode`.
+
+Each test is one `opencode run`: the model's tool calls go through OpenCode's plugin (the hook) and OpenCode's MCP
+client (the server) as they would with a real model, and the test reads back what OpenCode sent the model (the
+tool results), what the state file holds and what is on disk. What these tests found about OpenCode 1.18.33:
+its `tools/call` carries no session id (`_meta: {progressToken}` only), it awaits the plugin's
+`tool.execute.before` before it sends an MCP call, an MCP tool's `tool.execute.after` output is the MCP result
+(`{content: [...]}`, no `output` string), and a subagent works in a child session (`parentID`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from abilities_mcp.state.store import Store
+from real_clients import CACHE, NPM_CACHE, OPENCODE, REQUIRE_ENV, installed
+from scripted_openai import Reply, Request, ScriptedOpenAI, calls, say
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not on PATH: OpenCode comes from npm")
+
+VERSION = OPENCODE[1]
+# One `opencode run` here takes a few seconds; one that takes this long hung.
+RUN_TIMEOUT_S = 120
+ABILITIES_MCP = Path(sys.executable).parent / "abilities-mcp"
+# What OpenCode installs into every project's .opencode/ on first start (from npm); kept once, linked per test.
+PLUGIN_DEPS = CACHE / "opencode-plugin-deps" / VERSION
+# A second MCP server for the prerequisite gate: a database whose tools a workflow orders.
+DB_SERVER = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("db")
+
+
+@server.tool()
+def list_databases() -> str:
+    """List the databases."""
+    return "main, analytics"
+
+
+@server.tool()
+def list_tables() -> str:
+    """List the tables."""
+    return "users, orders"
+
+
+@server.tool()
+def execute_query(sql: str) -> str:
+    """Run a query."""
+    return "3 rows"
+
+
+server.run()
+'''
+WORKFLOWS = {
+    "db-look-first": {
+        "description": "Look at the database before querying it",
+        "triggers": {"tools": ["execute_query"]},
+        "prerequisites": [
+            {"step": 1, "tool": "list_databases", "description": "which databases there are"},
+            {"step": 2, "tool": "list_tables", "description": "which tables there are"},
+        ],
+        "mode": "enforce",
+    }
+}
+GUARDED = """\
+description: Edit the notes, nothing else
+steps:
+  - id: work
+    type: agent
+    prompt: Change the notes from before to after.
+    tools: [edit]
+settings:
+  enforcement: strict
+"""
+
+
+def plugin_deps() -> Path:
+    """@opencode-ai/plugin installed once (OpenCode would install it into each project's .opencode/ from npm)."""
+    lock = PLUGIN_DEPS / "package-lock.json"
+    if lock.exists() and (PLUGIN_DEPS / "node_modules" / "@opencode-ai" / "plugin").is_dir():
+        return PLUGIN_DEPS
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not on PATH")
+    PLUGIN_DEPS.mkdir(parents=True, exist_ok=True)
+    with (PLUGIN_DEPS.parent / f".{VERSION}.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not lock.exists():
+            (PLUGIN_DEPS / "package.json").write_text(json.dumps({"dependencies": {"@opencode-ai/plugin": VERSION}}))
+            done = subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund"],
+                cwd=PLUGIN_DEPS,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env={**os.environ, "npm_config_cache": str(NPM_CACHE), "npm_config_update_notifier": "false"},
+            )
+            if done.returncode != 0:
+                shutil.rmtree(PLUGIN_DEPS / "node_modules", ignore_errors=True)
+                lock.unlink(missing_ok=True)
+                message = f"npm install @opencode-ai/plugin@{VERSION} failed: {done.stderr[-2000:]}"
+                if os.environ.get(REQUIRE_ENV):
+                    pytest.fail(message)
+                pytest.skip(message)
+    return PLUGIN_DEPS
+
+
+class OpenCodeProject:
+    """A scratch project with abilities-mcp set up for OpenCode, the model's provider pointing at `model`."""
+
+    def __init__(self, root: Path, home: Path):
+        self.root = root
+        self.home = home
+        self.executable = installed(OPENCODE)
+
+    def init(self, *, extra_servers: dict[str, list[str]] | None = None) -> None:
+        done = subprocess.run(
+            [str(ABILITIES_MCP), "--root", str(self.root), "init", "opencode", "--command", str(ABILITIES_MCP)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        deps = plugin_deps()
+        opencode_dir = self.root / ".opencode"
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(deps / name, opencode_dir / name)
+        (opencode_dir / "node_modules").symlink_to(deps / "node_modules", target_is_directory=True)
+        config = json.loads((self.root / "opencode.json").read_text())
+        for name, command in (extra_servers or {}).items():
+            config["mcp"][name] = {"type": "local", "command": command, "enabled": True}
+        self.config = config
+
+    def run(self, model: ScriptedOpenAI, prompt: str) -> list[dict[str, Any]]:
+        """`opencode run --format json PROMPT`; returns its JSON events."""
+        self.config["provider"] = {
+            "scripted": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Scripted",
+                "options": {"baseURL": model.base_url, "apiKey": "x"},
+                "models": {"m": {"name": "m", "tool_call": True, "limit": {"context": 100_000, "output": 4_000}}},
+            }
+        }
+        self.config |= {"model": "scripted/m", "small_model": "scripted/m"}
+        (self.root / "opencode.json").write_text(json.dumps(self.config, indent=2))
+        env = {
+            **os.environ,
+            "PWD": str(self.root),  # OpenCode finds the project from $PWD, not from its working directory
+            "HOME": str(self.home),
+            "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+            "XDG_STATE_HOME": str(self.home / ".local" / "state"),
+            "XDG_CACHE_HOME": str(self.home / ".cache"),
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+        }
+        done = subprocess.run(
+            [str(self.executable), "run", "--format", "json", "--print-logs", prompt],
+            cwd=self.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+        )
+        self.stderr = done.stderr
+        assert done.returncode == 0, f"opencode exited {done.returncode}:\n{done.stderr[-4000:]}"
+        assert not model.errors, model.errors
+        assert not model.overrun, f"OpenCode asked for more turns than scripted:\n{done.stderr[-4000:]}"
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture
+def opencode(root: Path, tmp_path: Path) -> OpenCodeProject:
+    return OpenCodeProject(root, tmp_path / "home")
+
+
+def session_of(events: list[dict[str, Any]]) -> str:
+    [session] = {e["sessionID"] for e in events}
+    return session
+
+
+def tool_uses(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e["part"] for e in events if e.get("type") == "tool_use"]
+
+
+def result_json(request: Request) -> dict[str, Any]:
+    return json.loads(request.last_tool_result())
+
+
+Check = Callable[[Request], None]
+
+
+def then(check: Check, reply: Callable[[Request], Reply] | Reply) -> Callable[[Request], Reply]:
+    """A turn that checks the request (the tool result of the previous call) before replying."""
+
+    def turn(request: Request) -> Reply:
+        check(request)
+        return reply(request) if callable(reply) else reply
+
+    return turn
+
+
+def test_a_strict_agent_step_denies_bash_and_write_allows_its_own_tool_and_completes_through_the_mcp_tools(
+    opencode: OpenCodeProject, root: Path
+) -> None:
+    (root / "abilities" / "guarded.yaml").write_text(GUARDED)
+    notes = root / "notes.txt"
+    notes.write_text("before\n")
+    opencode.init()
+    run: dict[str, Any] = {}
+
+    def started(request: Request) -> Reply:
+        run.update(result_json(request))
+        return calls(("bash", {"command": "touch pwned", "description": "Create a file"}))
+
+    def denied(request: Request) -> None:
+        assert "is not allowed now" in request.last_tool_result(), request.last_tool_result()
+
+    def listed(request: Request) -> None:
+        assert {"abilities_ability_run", "abilities_ability_step_complete", "bash", "write"} <= set(request.tool_names)
+
+    model = ScriptedOpenAI(
+        [
+            then(listed, calls(("abilities_ability_run", {"name": "guarded"}))),
+            started,
+            then(denied, calls(("write", {"filePath": str(root / "pwned.txt"), "content": "pwned"}))),
+            then(denied, calls(("read", {"filePath": str(notes)}))),
+            calls(("edit", {"filePath": str(notes), "oldString": "before", "newString": "after"})),
+            lambda r: calls(
+                ("abilities_ability_step_complete", {"run_id": run["run_id"], "step_id": "work", "output": "done"})
+            ),
+            lambda r: calls(("abilities_ability_status", {"run_id": run["run_id"]})),
+            say("The notes say after."),
+        ]
+    )
+    with model:
+        events = opencode.run(model, "Run the guarded ability.")
+
+    session = session_of(events)
+    assert run["status"] == "awaiting_agent" and run["current_step"]["id"] == "work", run
+    bash, write = model.requests[2].last_tool_result(), model.requests[3].last_tool_result()
+    for result, tool in ((bash, "bash"), (write, "write")):
+        assert f"{tool} is not allowed now" in result and run["run_id"] in result and "edit" in result, result
+    assert not (root / "pwned").exists() and not (root / "pwned.txt").exists()
+    assert notes.read_text() == "after\n"
+    completed, status = result_json(model.requests[6]), result_json(model.requests[7])
+    assert completed["status"] == status["status"] == "completed", (completed, status)
+    store = Store(root / ".abilities" / "state.db")
+    try:
+        record = store.get_run(run["run_id"])
+    finally:
+        store.close()
+    assert record.session_id == session  # the server filed the run under OpenCode's session, as the plugin asks
+    states = {part["tool"]: part["state"]["status"] for part in tool_uses(events)}
+    assert states["bash"] == states["write"] == "error" and states["edit"] == "completed", states
+
+
+def test_a_gated_tool_waits_for_its_prerequisites_even_when_a_subagent_ran_them_and_the_server_sees_the_records(
+    opencode: OpenCodeProject, root: Path, tmp_path: Path
+) -> None:
+    (root / "workflows.json").write_text(json.dumps(WORKFLOWS))
+    db_server = tmp_path / "db_server.py"
+    db_server.write_text(textwrap.dedent(DB_SERVER))
+    opencode.init(extra_servers={"db": [sys.executable, str(db_server)]})
+    query = ("db_execute_query", {"sql": "select * from users"})
+
+    def denied(request: Request) -> None:
+        result = request.last_tool_result()
+        assert "may not run yet" in result and "list_databases" in result and "list_tables" in result, result
+
+    def delegated(request: Request) -> None:
+        assert request.first_user_text().startswith("Look at the database"), request.first_user_text()
+
+    def back_in_parent(request: Request) -> None:
+        result = request.last_tool_result()
+        assert "<task id=" in result and "I looked" in result, result  # the task tool's result
+
+    model = ScriptedOpenAI(
+        [
+            calls(query),
+            then(
+                denied,
+                calls(
+                    (
+                        "task",
+                        {
+                            "description": "Look at the database",
+                            "prompt": "Look at the database: its databases, then its tables.",
+                            "subagent_type": "general",
+                        },
+                    )
+                ),
+            ),
+            then(delegated, calls(("db_list_databases", {}))),  # in the subagent's child session
+            calls(("db_list_tables", {})),
+            say("I looked: main, analytics; users, orders."),
+            then(back_in_parent, calls(query)),  # the parent session again
+            calls(("abilities_workflow_status", {})),
+            calls(("abilities_workflow_check", {"tool": "db_execute_query"})),
+            say("3 rows."),
+        ]
+    )
+    with model:
+        events = opencode.run(model, "Query the users table.")
+
+    sessions = {e["sessionID"] for e in events}
+    assert len(sessions) == 1, sessions  # `opencode run` prints the parent's events
+    session = sessions.pop()
+    assert model.requests[6].last_tool_result() == "3 rows"
+    status, check = result_json(model.requests[7]), result_json(model.requests[8])
+    assert status["session_id"] == session, status
+    recorded = {(r["step"], r["tool"], r["result"]) for r in status["completed"]["db-look-first"]}
+    assert recorded == {(1, "list_databases", "main, analytics"), (2, "list_tables", "users, orders")}, status
+    assert check["verdict"] == "allow", check
+
+
+DELEGATED = """\
+description: The general subagent does the work
+steps:
+  - id: work
+    type: agent
+    agent: general
+    prompt: Have the general agent create the file done.
+settings:
+  enforcement: strict
+"""
+INTRUDER = """\
+---
+description: A subagent the step did not ask for
+mode: subagent
+---
+Do what you are told.
+"""
+
+
+def test_during_a_strict_agent_step_the_steps_subagent_may_work_and_another_subagent_is_denied(
+    opencode: OpenCodeProject, root: Path
+) -> None:
+    (root / "abilities" / "delegated.yaml").write_text(DELEGATED)
+    (root / ".opencode" / "agent").mkdir(parents=True)
+    (root / ".opencode" / "agent" / "intruder.md").write_text(INTRUDER)
+    opencode.init()
+    run: dict[str, Any] = {}
+
+    def delegate(agent: str, what: str) -> Reply:
+        return calls(("task", {"description": what, "prompt": f"{what}.", "subagent_type": agent}))
+
+    def started(request: Request) -> Reply:
+        run.update(result_json(request))
+        return delegate("intruder", "Intrude")
+
+    def in_child(prompt: str, reply: Reply) -> Callable[[Request], Reply]:
+        def turn(request: Request) -> Reply:
+            assert request.first_user_text().startswith(prompt), request.first_user_text()
+            return reply
+
+        return turn
+
+    model = ScriptedOpenAI(
+        [
+            calls(("abilities_ability_run", {"name": "delegated"})),
+            started,
+            in_child("Intrude", calls(("bash", {"command": "touch pwned", "description": "Intrude"}))),
+            say("I was stopped."),
+            delegate("general", "Do the work"),
+            in_child("Do the work", calls(("bash", {"command": "touch done", "description": "Work"}))),
+            say("Done."),
+            lambda r: calls(
+                ("abilities_ability_step_complete", {"run_id": run["run_id"], "step_id": "work", "output": "done"})
+            ),
+            say("Finished."),
+        ]
+    )
+    with model:
+        events = opencode.run(model, "Run the delegated ability.")
+
+    assert run["status"] == "awaiting_agent" and run["current_step"]["agent"] == "general", run
+    intruded = model.requests[3].last_tool_result()
+    assert "bash is not allowed now" in intruded and run["run_id"] in intruded, intruded
+    assert not (root / "pwned").exists()
+    assert (root / "done").exists(), model.requests[6].last_tool_result()
+    assert result_json(model.requests[8])["status"] == "completed"
+    store = Store(root / ".abilities" / "state.db")
+    try:
+        assert store.get_run(run["run_id"]).session_id == session_of(events)
+    finally:
+        store.close()
