@@ -211,7 +211,7 @@ def cli(root: Path, *args: str) -> list[str]:
 # --- the hook command as a client runs it ----------------------------------------------------------------------
 
 # One hook process: it starts, reads the state file and answers well within this, or something hangs.
-HOOK_TIMEOUT_SECONDS = 30
+HOOK_TIMEOUT_SECONDS = 60
 
 
 def run_hook(

@@ -19,7 +19,7 @@ from mcp import Client
 from abilities_mcp.clients.enforcement import OWN_TOOLS, kind
 from abilities_mcp.prerequisites.workflows import TEMPLATES
 from abilities_mcp.server.app import create_server
-from support import REPO, TEST_RETRY_BASE
+from support import REPO, TEST_RETRY_BASE, run_hook
 
 SESSION = "2f7c0a1e-claude-session"
 # How long one hook process may take in a test before it counts as hung (a bound, not a speed check).
@@ -76,18 +76,8 @@ settings: {enforcement: %s}
 """
 
 
-def hook(root: Path, client: str, event: str, payload: dict[str, Any], env: dict[str, str] | None = None):
-    """Run the real command as the client would: JSON on stdin, the project in the payload's cwd."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "ABILITIES_"))}
-    done = subprocess.run(
-        [sys.executable, "-m", "abilities_mcp", "hook", client, event],
-        input=json.dumps({"cwd": str(root), **payload}),
-        capture_output=True,
-        text=True,
-        env={**clean, **(env or {})},
-        timeout=HOOK_TIMEOUT,
-    )
-    return done
+# The real command as the client runs it (shared with the guard tests).
+hook = run_hook
 
 
 def claude(root: Path, event: str, env: dict[str, str] | None = None, **payload: Any) -> dict[str, Any]:
