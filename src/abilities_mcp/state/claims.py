@@ -13,7 +13,6 @@ Stdlib only: the hook runs this on every call to this server's tools.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from typing import Any
@@ -31,6 +30,8 @@ Client = tuple[int, int] | None  # the client process (pid, start time) as owner
 def arguments_hash(arguments: Any) -> str:
     """The same for the same JSON arguments however they were written (key order, spacing); {} for none."""
     canonical = json.dumps(arguments or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    import hashlib  # here: the hook loads this module on every call, and hashlib (OpenSSL) costs milliseconds
+
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
