@@ -200,3 +200,51 @@ def test_a_10000_step_chain_is_checked_in_linear_time_and_is_valid(tmp_path: Pat
 
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert json.loads(done.stdout)["files"][0]["valid"]
+
+
+# --- the hook given JSON of the wrong types ------------------------------------------------------------------------
+
+# (client, event, the payload's JSON text, words the reason must hold): each is a failure the client shows (exit 1).
+WRONG_TYPES = {
+    "claude-tool-name-number": (
+        "claude",
+        "PreToolUse",
+        '{"session_id": "s", "tool_name": 5}',
+        "'tool_name' is a number",
+    ),
+    "claude-tool-input-string": (
+        "claude",
+        "PreToolUse",
+        '{"session_id": "s", "tool_name": "Bash", "tool_input": "x"}',
+        "'tool_input' is a string",
+    ),
+    "claude-top-level-list": ("claude", "PreToolUse", '[{"tool_name": "Bash"}]', "is an array, not a JSON object"),
+    "claude-session-id-object": ("claude", "PostToolUse", '{"session_id": {}, "tool_name": "Bash"}', "'session_id'"),
+    "claude-prompt-list": ("claude", "UserPromptSubmit", '{"session_id": "s", "prompt": ["a"]}', "'prompt' is an arr"),
+    "claude-stop-flag-string": ("claude", "Stop", '{"session_id": "s", "stop_hook_active": "yes"}', "true or false"),
+    "opencode-tool-number": ("opencode", "tool-before", '{"sessionID": "s", "tool": 5}', "'tool' is a number"),
+    "opencode-args-string": ("opencode", "tool-before", '{"sessionID": "s", "tool": "bash", "args": "x"}', "'args'"),
+    "opencode-session-object": ("opencode", "tool-after", '{"sessionID": {}, "tool": "bash"}', "'sessionID'"),
+    "opencode-top-level-string": ("opencode", "tool-after", '"bash"', "is a string, not a JSON object"),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_TYPES), ids=list(WRONG_TYPES))
+def test_the_hook_given_json_of_the_wrong_types_fails_saying_which_field(tmp_path: Path, case: str) -> None:
+    client, event, payload, words = WRONG_TYPES[case]
+    root, _ = _project(tmp_path, "abilities/x.yaml", _text(GOOD))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "ABILITIES_"))}
+
+    done = subprocess.run(
+        [sys.executable, "-m", "abilities_mcp", "hook", client, event],
+        input=payload,
+        capture_output=True,
+        text=True,
+        env={**env, "ABILITIES_ROOT": str(root)},
+        timeout=CASE_TIMEOUT_SECONDS,
+    )
+
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    assert f"abilities-mcp hook {client} {event}: " in done.stderr and words in done.stderr, done.stderr
+    assert "let through" in done.stderr

@@ -60,8 +60,31 @@ DENY_EXIT, FAIL_OPEN_EXIT = 2, 1
 ANNOUNCING_CLIENTS = {"opencode"}
 
 
+# The payload fields each client sends that we read, and their JSON types (null counts as absent).
+FIELD_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "claude": {
+        "session_id": str,
+        "tool_name": str,
+        "tool_input": dict,
+        "prompt": str,
+        "permission_mode": str,
+        "source": str,
+        "cwd": str,
+        "stop_hook_active": bool,
+        "agent_id": str,
+        "agent_type": str,
+    },
+    "opencode": {"sessionID": str, "tool": str, "args": dict, "subagent": str, "cwd": str},
+}
+JSON_TYPES = {str: "a string", dict: "an object", bool: "true or false", list: "an array", int: "a number"}
+
+
 class StateUnreadable(Exception):
     """A strict gate could not read what it needs: the call is refused (exit 2) with this reason."""
+
+
+class BadPayload(ValueError):
+    """The client's JSON is not what its hook event sends: the call goes ahead (exit 1) with this reason."""
 
 
 class Call(NamedTuple):
@@ -115,6 +138,9 @@ def main(
     except StateUnreadable as exc:
         print(exc, file=stderr)
         return DENY_EXIT
+    except BadPayload as exc:
+        print(f"abilities-mcp hook {client} {event}: {exc}; the call was let through", file=stderr)
+        return FAIL_OPEN_EXIT
     except Exception as exc:  # noqa: BLE001 - the failure policy: anything else fails open, said on stderr
         print(
             f"abilities-mcp hook {client} {event}: {type(exc).__name__}: {exc}; the call was let through", file=stderr
@@ -134,8 +160,7 @@ def event_name(client: str, event: str) -> str | None:
 
 def parse(client: str, kind: str, data: Any) -> Call:
     """The client's JSON in our terms."""
-    if not isinstance(data, dict):
-        raise ValueError("the hook input must be a JSON object")
+    _check_types(client, data)
     if client == "opencode":
         # The plugin sends the session a subagent's child session belongs to, and the subagent's name.
         subagent = data.get("subagent")
@@ -169,6 +194,32 @@ def parse(client: str, kind: str, data: Any) -> Call:
         _skill(data, "tool_name", "tool_input", "skill"),  # Claude Code's Skill tool: {skill, args}
         _arguments(data.get("tool_input")),
     )
+
+
+def _check_types(client: str, data: Any) -> None:
+    """Refuse a payload whose fields have the wrong JSON types, naming the field: read as text, `tool_name: 5` or
+    `tool_input: "x"` would slip past every gate as a tool nobody configured."""
+    if not isinstance(data, dict):
+        raise BadPayload(
+            f"the hook input is {_json_type(data)}, not a JSON object; the client sends one object per event "
+            "(a wrapper script that changes stdin is the usual cause)"
+        )
+    for key, wanted in FIELD_TYPES[client].items():
+        value = data.get(key)
+        if value is not None and not isinstance(value, wanted):
+            shown = json.dumps(value, ensure_ascii=True)
+            raise BadPayload(
+                f"the hook input's {key!r} is {_json_type(value)} ({shown[:60]}), not {JSON_TYPES[wanted]}; the "
+                "client sends it as one (a wrapper script that changes stdin is the usual cause)"
+            )
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return "a number"
+    return JSON_TYPES.get(type(value), type(value).__name__)
 
 
 def _arguments(value: Any) -> dict[str, Any]:
