@@ -32,18 +32,8 @@ def read_text(path: str | os.PathLike[str], max_bytes: int) -> str:
 
 def read_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
     """At most `limit` bytes of a regular file; FileNotFoundError when it is missing, else Unreadable."""
+    fd = _open_regular(path)
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise Unreadable(f"cannot be read: {exc.strerror}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _KINDS.items() if test(mode)), "not a regular file")
-            raise Unreadable(f"is {kind}, not a regular file; put a regular file there")
         return _read_at_most(fd, limit)
     finally:
         os.close(fd)
@@ -51,7 +41,13 @@ def read_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
 
 def open_text(path: str | os.PathLike[str]) -> IO[str]:
     """A regular file opened for reading as UTF-8 text (read it in bounded pieces); Unreadable for anything else."""
+    return os.fdopen(_open_regular(path), encoding="utf-8")
+
+
+def _open_regular(path: str | os.PathLike[str]) -> int:
+    """A descriptor open for reading on a regular file; FileNotFoundError when it is missing, else Unreadable."""
     try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise
@@ -60,8 +56,9 @@ def open_text(path: str | os.PathLike[str]) -> IO[str]:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise Unreadable("is not a regular file; put a regular file there")
-    return os.fdopen(fd, encoding="utf-8")
+        kind = next((name for test, name in _KINDS.items() if test(mode)), "not a regular file")
+        raise Unreadable(f"is {kind}, not a regular file; put a regular file there")
+    return fd
 
 
 def _read_at_most(fd: int, limit: int) -> bytes:
