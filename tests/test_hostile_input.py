@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from mcp import Client
 
 from abilities_mcp.files import MAX_NESTING
 from support import run_hook
@@ -248,3 +249,56 @@ def test_the_hook_given_json_of_the_wrong_types_fails_saying_which_field(tmp_pat
     assert done.stdout == "" and "Traceback" not in done.stderr
     assert f"abilities-mcp hook {client} {event}: " in done.stderr and words in done.stderr, done.stderr
     assert "let through" in done.stderr
+
+
+# --- skill reads that would leave the skill's folder ---------------------------------------------------------------
+
+SKILL = "---\nname: s\ndescription: a skill\n---\nthe body\n"
+
+
+def _skill_md_linked_outside(root: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "elsewhere" / "SKILL.md"  # neither in the project nor in the home folder
+    secret.parent.mkdir()
+    secret.write_text("---\nname: s\ndescription: a skill\n---\nSECRET body\n")
+    (root / "skills" / "s" / "SKILL.md").unlink()
+    (root / "skills" / "s" / "SKILL.md").symlink_to(secret)
+
+
+# (how the skill is spoiled, the call, words the refusal must hold)
+SKILL_CASES = {
+    "skill-load-of-skill-md-linked-outside": (
+        _skill_md_linked_outside,
+        ("skill_load", {}),
+        "outside the skill's folder",
+    ),
+    "skill-read-of-skill-md-linked-outside": (
+        _skill_md_linked_outside,
+        ("skill_read", {"path": "SKILL.md"}),
+        "outside the skill's folder",
+    ),
+    "skill-read-of-a-5000-character-path": (None, ("skill_read", {"path": "a/" * 2500}), "has no file 'a/a/a/"),
+    "skill-read-of-a-name-too-long-for-the-os": (None, ("skill_read", {"path": "x" * 300}), "file name too long"),
+    "skill-read-of-a-link-loop": (
+        lambda root, _: (root / "skills" / "s" / "loop").symlink_to("loop"),
+        ("skill_read", {"path": "loop"}),
+        "has no file 'loop'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SKILL_CASES), ids=list(SKILL_CASES))
+async def test_a_skill_read_that_cannot_be_served_is_refused_saying_why(
+    root: Path, tmp_path: Path, client: Client, case: str
+) -> None:
+    spoil, (tool, arguments), words = SKILL_CASES[case]
+    (root / "skills" / "s").mkdir(parents=True)
+    (root / "skills" / "s" / "SKILL.md").write_text(SKILL)
+    if spoil is not None:
+        spoil(root, tmp_path)
+
+    result = await client.call_tool(tool, {"name": "s", **arguments})
+
+    text = " ".join(getattr(c, "text", "") for c in result.content)
+    assert result.is_error, text
+    assert words in text and "SECRET" not in text, text
+    assert len(text) < 2000, "a refusal names the path, it does not echo 5,000 characters back"

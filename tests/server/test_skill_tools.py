@@ -130,7 +130,7 @@ async def test_a_skill_md_that_does_not_parse_or_has_no_description_is_not_liste
 
     assert "broken-yaml" not in skills and "no-description" not in skills
     for name in ("broken-yaml", "no-description"):
-        assert f"Unknown skill {name!r}" in await refusal(client, "skill_load", name=name)
+        assert f"skill {name!r} did not load" in await refusal(client, "skill_load", name=name)
 
 
 async def test_a_project_skill_hides_a_user_skill_of_the_same_name_and_says_so(

@@ -36,6 +36,8 @@ MAX_READ_BYTES = 5 * 1024 * 1024
 # Bytes sniffed for NUL to tell binary from text.
 SNIFF_BYTES = 8192
 SKIPPED_FOLDERS = {".git", "node_modules", "__pycache__", ".venv"}
+# Characters of an unknown path echoed back in a refusal; a longer one is cut (it may be 5,000 characters).
+MAX_SHOWN_PATH_CHARS = 200
 
 
 class SkillPathRefused(AbilitiesError):
@@ -124,6 +126,9 @@ class SkillSet:
         """The skill of that name; UnknownName with a did-you-mean otherwise."""
         self.refresh()
         if name not in self.skills:
+            broken = next((d for p, ds in self.problems.items() if p.parent.name == name for d in ds[:1]), None)
+            if broken is not None:  # a skill of that name is there but did not load: say why, not "unknown"
+                raise SkillPathRefused(f"skill {name!r} did not load ({broken.file}): {broken.message}")
             raise UnknownName("skill", name, self.skills)
         return self.skills[name]
 
@@ -207,9 +212,13 @@ def _files_under(root: Path, folder: Path, depth: int) -> Iterator[str]:
         real = Path(os.path.realpath(entry.path))
         if not real.is_relative_to(root):  # a link leading out of the skill is not part of it
             continue
-        if entry.is_dir() and depth < MAX_SKILL_DEPTH:
+        try:
+            is_dir, is_file = entry.is_dir(), entry.is_file()
+        except OSError:  # a link loop (ELOOP) or a path the OS will not take: not a file of the skill
+            continue
+        if is_dir and depth < MAX_SKILL_DEPTH:
             yield from _files_under(root, Path(entry.path), depth + 1)
-        elif entry.is_file():
+        elif is_file:
             yield Path(entry.path).relative_to(root).as_posix()
 
 
@@ -242,13 +251,19 @@ def resolve_inside(skill: Skill, relative: str) -> Path:
         raise SkillPathRefused(f"{relative!r} is absolute; paths are relative to the folder of {where}")
     if ".." in posix.parts:
         raise SkillPathRefused(f"{relative!r} climbs out with '..'; paths stay inside the folder of {where}")
-    target = (skill.real_directory / posix).resolve()
-    if not target.is_relative_to(skill.real_directory):
-        raise SkillPathRefused(f"{relative!r} links outside the folder of {where}; only its own files are readable")
-    if not target.is_file():
+    shown = relative if len(relative) <= MAX_SHOWN_PATH_CHARS else relative[:MAX_SHOWN_PATH_CHARS] + "..."
+    try:
+        target = (skill.real_directory / posix).resolve()
+        if not target.is_relative_to(skill.real_directory):
+            raise SkillPathRefused(f"{shown!r} links outside the folder of {where}; only its own files are readable")
+        found = target.is_file()
+    except (OSError, RuntimeError) as exc:  # ENAMETOOLONG, EACCES, a link loop: the path names nothing readable
+        found = False
+        where = f"{where} ({(getattr(exc, 'strerror', None) or str(exc)).lower()})"
+    if not found:
         listed, _ = bundled_files(skill)
         hint = f"its files: {', '.join(['SKILL.md', *listed][:20])}"
-        raise SkillPathRefused(f"{where} has no file {relative!r}; {hint}")
+        raise SkillPathRefused(f"{where} has no file {shown!r}; {hint}")
     return target
 
 

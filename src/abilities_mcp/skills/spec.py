@@ -8,6 +8,7 @@ reference validator, so authors see the same message here and in the ecosystem's
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -229,6 +230,14 @@ def read_skill_md(path: Path) -> str:
 def load_skill(directory: Path, real_directory: Path, scope: str) -> tuple[Skill | None, list[Diagnostic]]:
     """Load leniently: (the skill or None when it cannot be used, its strict validation diagnostics)."""
     path = directory / "SKILL.md"
+    real = Path(os.path.realpath(path))
+    if not real.is_relative_to(real_directory):  # the rule skill_read applies to every file of a skill
+        why = (
+            f"skill not loaded: SKILL.md links to {str(real)!r}, outside the skill's folder "
+            f"{str(real_directory)!r}, and a skill is read only inside its folder; copy the file into the folder, "
+            "or link the whole folder (a folder link is followed when it leads inside the project or the home folder)"
+        )
+        return None, [Diagnostic(str(path), "", why)]
     try:
         content = read_skill_md(path)
     except SkillFileError as exc:
