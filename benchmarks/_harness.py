@@ -145,7 +145,12 @@ def isolated_env(home: Path) -> dict[str, str]:
     """The child environment: PATH and locale only, HOME inside the temp dir so no user abilities or skills leak in."""
     env = {k: v for k, v in os.environ.items() if k in PASSED_VARS}
     home.mkdir(parents=True, exist_ok=True)
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), PYTHONUNBUFFERED="1")
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 

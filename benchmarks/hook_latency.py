@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from _harness import isolated_env, log, ms, spread
 from abilities_mcp.state.owners import process_start
+from abilities_mcp.state.project import default_state_dir
 from abilities_mcp.state.store import RunRecord, StepRecord, Store
 
 HERE = Path(__file__).resolve().parent
@@ -183,8 +184,7 @@ def recorded_in(state_db: Path) -> Callable[[subprocess.CompletedProcess[bytes],
     return check
 
 
-def cases(root: Path, run_id: str) -> list[Case]:
-    state_db = root / ".abilities" / "state.db"
+def cases(root: Path, run_id: str, state_db: Path) -> list[Case]:
     return [
         Case(
             "a  PreToolUse Read (allowed)",
@@ -238,8 +238,9 @@ def main() -> int:
         shutil.copy(WORKFLOWS, root / "workflows.json")
         env = isolated_env(Path(tmp) / "home")  # no ABILITIES_ROOT or CLAUDE_PROJECT_DIR: the payload's cwd is the root
         record_history(argv, root, env)
-        run_id = start_live_run(root / ".abilities" / "state.db")
-        timed = cases(root, run_id)
+        state_db = default_state_dir(root.resolve(), Path(env["XDG_STATE_HOME"])) / "state.db"  # where the hook looks
+        run_id = start_live_run(state_db)
+        timed = cases(root, run_id, state_db)
         log(f"hook latency: {' '.join(argv)} hook claude EVENT on {root}; {rounds} interleaved rounds")
 
         heavy = heavy_imports(argv, timed[1].payload("check"), env, root)

@@ -21,6 +21,8 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    # The default, spelled out: a subprocess given only HOME (support.stdio_params) finds the same state file.
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     for var in ("ABILITIES_ROOT", "CLAUDE_PROJECT_DIR", "ABILITIES_STATE_DIR", "CLAUDE_CODE_SESSION_ID"):
         monkeypatch.delenv(var, raising=False)
 
@@ -47,12 +49,8 @@ def write(root: Path) -> Callable[[str, str], Path]:
 
 @pytest.fixture
 def project(root: Path) -> Project:
-    return Project(
-        root=root,
-        state_dir=root / ".abilities",
-        home=root.parent / "home",
-        config_home=root.parent / "home" / ".config",
-    )
+    """The project as the server and the CLI resolve it: its state file where a subprocess on --root finds it."""
+    return Project.resolve(root)
 
 
 @pytest.fixture

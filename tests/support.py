@@ -22,6 +22,7 @@ import psutil
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from abilities_mcp.state.project import Project
 from abilities_mcp.state.store import RunRecord, Store
 
 # The repository's root: its abilities/, skills/, workflows.json and benchmarks/.
@@ -50,9 +51,14 @@ def sleeping(*seconds: int) -> list[psutil.Process]:
     return found
 
 
+def state_db(root: Path) -> Path:
+    """The project's state file where the server, the CLI and the hook find it by default (DESIGN §2)."""
+    return Project.resolve(root).state_db
+
+
 def stored_run(root: Path, run_id: str) -> RunRecord:
     """The run as the state file holds it, read without starting a server (which would recover runs)."""
-    store = Store(root / ".abilities" / "state.db")
+    store = Store(state_db(root))
     try:
         record = store.get_run(run_id)
     finally:
@@ -65,7 +71,7 @@ def stdio_params(root: Path, *extra: str, env: dict[str, str] | None = None):
     """Parameters to start the real server as a subprocess on a project."""
     from mcp import StdioServerParameters
 
-    full_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    full_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "XDG_STATE_HOME")}
     full_env.update(env or {})
     return StdioServerParameters(
         command=sys.executable, args=["-m", "abilities_mcp", "--root", str(root), *extra], env=full_env

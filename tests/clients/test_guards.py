@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 
 from abilities_mcp.clients.guards import refusal
+from abilities_mcp.state.project import default_state_dir
 from support import run_hook
 
 ROOT = Path("/work/project")
-STATE = ROOT / ".abilities"
+HOME = Path("/home/me")
+# The project's state folder by default: in the user's state home, outside the tree the agent's sandbox may write.
+STATE = default_state_dir(ROOT, HOME / ".local" / "state")
 
 REFUSED = [
     ("Bash", {"command": "abilities-mcp approve run_1"}),
@@ -21,6 +24,13 @@ REFUSED = [
     ("Bash", {"command": "python3 -m abilities_mcp --root . approve run_1"}),
     ("bash", {"command": "sqlite3 .abilities/state.db \"UPDATE runs SET answer='x'\""}),
     ("Bash", {"command": f"python3 -c 'import sqlite3; sqlite3.connect(\"{STATE}/state.db\")'"}),
+    ("Bash", {"command": f"sqlite3 ~/.local/state/abilities-mcp/projects/{STATE.name}/state.db .dump"}),
+    ("Bash", {"command": f'sqlite3 "$HOME/.local/state/abilities-mcp/projects/{STATE.name}/state.db"'}),
+    ("Bash", {"command": f"cd /tmp && sqlite3 {STATE.name}/state.db"}),
+    ("Bash", {"command": "cd ~/.local/state && sqlite3 abilities-mcp/projects/other-0badc0de/state.db"}),
+    ("Bash", {"command": 'sqlite3 "$XDG_STATE_HOME/abilities-mcp/projects/x/state.db"'}),
+    ("Write", {"file_path": f"{STATE}/state.db", "content": ""}),
+    ("Write", {"file_path": "~/.local/state/abilities-mcp/projects/other-0badc0de/state.db", "content": ""}),
     ("Bash", {"command": "cat > .claude/settings.local.json <<'EOF'\n{}\nEOF"}),
     ("Bash", {"command": "cp evil.js .opencode/plugins/"}),
     ("Bash", {"command": "echo '{}' > ~/.claude/settings.json"}),
@@ -34,6 +44,8 @@ REFUSED = [
 ]
 ALLOWED = [
     ("Bash", {"command": "pytest -q"}),
+    ("Bash", {"command": "tail ~/.local/state/other-tool/log"}),
+    ("Write", {"file_path": "~/.local/state/other-tool/log", "content": ""}),
     ("Bash", {"command": "abilities-mcp status run_1"}),
     ("Bash", {"command": "cat abilities/deploy.yaml"}),
     ("Write", {"file_path": "src/app.py", "content": ""}),
@@ -44,6 +56,14 @@ ALLOWED = [
 ]
 
 
+@pytest.fixture
+def _home(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table's `~` and state home: /home/me, its XDG_STATE_HOME the default."""
+    monkeypatch.setenv("HOME", str(HOME))
+    monkeypatch.delenv("XDG_STATE_HOME")
+
+
+@pytest.mark.usefixtures("_home")
 @pytest.mark.parametrize(("tool", "arguments"), REFUSED, ids=[f"{t}:{json.dumps(a)[:60]}" for t, a in REFUSED])
 def test_a_call_that_would_answer_for_a_person_or_change_the_gates_is_refused(tool: str, arguments: dict) -> None:
     why = refusal(tool, arguments, ROOT, STATE)
@@ -51,6 +71,7 @@ def test_a_call_that_would_answer_for_a_person_or_change_the_gates_is_refused(to
     assert "only a person" in why or "a person's answer" in why
 
 
+@pytest.mark.usefixtures("_home")
 @pytest.mark.parametrize(("tool", "arguments"), ALLOWED, ids=[f"{t}:{json.dumps(a)[:60]}" for t, a in ALLOWED])
 def test_everyday_calls_pass_the_guards(tool: str, arguments: dict) -> None:
     assert refusal(tool, arguments, ROOT, STATE) is None

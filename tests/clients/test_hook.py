@@ -19,7 +19,7 @@ from mcp import Client
 from abilities_mcp.clients.enforcement import OWN_TOOLS, kind
 from abilities_mcp.prerequisites.workflows import TEMPLATES
 from abilities_mcp.server.app import create_server
-from support import REPO, TEST_RETRY_BASE, run_hook
+from support import REPO, TEST_RETRY_BASE, run_hook, state_db
 
 SESSION = "2f7c0a1e-claude-session"
 # How long one hook process may take in a test before it counts as hung (a bound, not a speed check).
@@ -300,7 +300,7 @@ async def test_a_state_file_from_a_newer_version_is_still_read_by_the_hook(serve
 
     write("ship", APPROVAL_RUN % "strict")
     await start(server, "ship")
-    with sqlite3.connect(root / ".abilities" / "state.db") as db:
+    with sqlite3.connect(state_db(root)) as db:
         db.execute("PRAGMA user_version=99")
 
     out = pre(root, "Edit")
@@ -318,7 +318,7 @@ async def test_a_run_of_another_session_does_not_gate_this_one(server, write, ro
 async def test_a_run_whose_server_died_gates_nothing_and_says_how_to_resume(root) -> None:
     from abilities_mcp.state.store import RunRecord, StepRecord, Store
 
-    store = Store(root / ".abilities" / "state.db")
+    store = Store(state_db(root))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     store.create_run(
         RunRecord(
@@ -433,7 +433,7 @@ def test_an_mcp_tools_content_is_recorded_as_its_text(root, response) -> None:
 
     claude(root, "PostToolUse", tool_name="mcp__db__list_databases", tool_input={}, tool_response=response)
 
-    store = Store(root / ".abilities" / "state.db")
+    store = Store(state_db(root))
     try:
         [recorded] = SessionState(store).done(SESSION)["database-safe-query"].values()
     finally:
@@ -460,7 +460,7 @@ def test_a_non_mcp_tools_output_is_recorded_as_it_came(root) -> None:
 
     claude(root, "PostToolUse", tool_name="Bash", tool_input={"command": "cat x.json"}, tool_response=output)
 
-    store = Store(root / ".abilities" / "state.db")
+    store = Store(state_db(root))
     try:
         [recorded] = SessionState(store).done(SESSION)["shell-first"].values()
     finally:
@@ -499,7 +499,7 @@ def test_a_tool_no_workflow_mentions_is_answered_without_touching_the_state_file
 
     assert pre(root, "Edit") == {}
     assert claude(root, "PostToolUse", tool_name="Edit", tool_input={}, tool_response="ok") == {}
-    assert not (root / ".abilities").exists()
+    assert not state_db(root).exists()
 
 
 # --- prompts and session start ---
@@ -567,8 +567,8 @@ async def test_after_clear_the_run_of_this_clients_server_still_gates_under_the_
 
 
 def test_an_unreadable_state_file_denies_with_exit_2_but_lets_read_only_tools_through(root) -> None:
-    (root / ".abilities").mkdir()
-    (root / ".abilities" / "state.db").write_bytes(b"this is not a database" * 100)
+    state_db(root).parent.mkdir(parents=True)
+    state_db(root).write_bytes(b"this is not a database" * 100)
     payload = {"session_id": SESSION, "tool_name": "Bash", "tool_input": {"command": "ls"}}
 
     denied = hook(root, "claude", "PreToolUse", payload)

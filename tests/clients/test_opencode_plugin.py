@@ -17,7 +17,7 @@ import pytest
 from abilities_mcp.prerequisites.sessions import SessionState
 from abilities_mcp.state.owners import process_start
 from abilities_mcp.state.store import RunRecord, StepRecord, Store
-from support import REPO
+from support import REPO, state_db
 
 pytestmark = pytest.mark.skipif(
     shutil.which("node") is None, reason="node is not on PATH: the OpenCode plugin is JavaScript and needs it to run"
@@ -92,7 +92,7 @@ def call(tool: str, session: str, n: int, output: str = "ok", mcp: bool = False)
 
 def recorded(root: Path, session: str) -> dict[int, Any]:
     """What the state file holds for the database workflow in `session`: step -> Completion."""
-    store = Store(root / ".abilities" / "state.db")
+    store = Store(state_db(root))
     try:
         return SessionState(store).done(session).get("database-safe-query", {})
     finally:
@@ -176,7 +176,7 @@ def test_a_command_that_cannot_start_lets_the_call_through_and_says_so_on_the_co
 def test_a_strict_run_at_a_running_script_step_blocks_bash_but_not_read_in_its_session(
     tmp_path: Path, root: Path, plugin: Path
 ) -> None:
-    start_strict_run(root / ".abilities" / "state.db", session="ses_live", run_id="run_live")
+    start_strict_run(state_db(root), session="ses_live", run_id="run_live")
     calls = [call("bash", "ses_live", 1), call("read", "ses_live", 2), call("bash", "ses_other", 3)]
     blocked, read, elsewhere = drive(tmp_path, plugin, root, calls)[0]
     assert blocked["threw"] is True, blocked
@@ -223,7 +223,7 @@ def test_opencode_started_in_a_subfolder_still_gates_with_the_projects_files(
     [result], _ = drive(tmp_path, plugin, subfolder, [call("pg_execute_query", "ses_a", 1)])
 
     assert result["threw"] is True and "list_databases" in result["error"], result
-    assert not (subfolder / ".abilities").exists()
+    assert not state_db(subfolder).exists()
 
 
 def test_an_mcp_tools_result_is_recorded_as_its_text_and_a_note_reaches_the_model_as_a_text_part(

@@ -10,7 +10,7 @@ from mcp import Client
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from abilities_mcp.server.app import create_server
-from support import GATED, TEST_RETRY_BASE, stored_run, until
+from support import GATED, TEST_RETRY_BASE, state_db, stored_run, until
 
 ERAS = ["legacy", "auto"]  # auto negotiates 2026-07-28 against our server: forms travel in InputRequiredResult
 
@@ -228,7 +228,7 @@ async def test_options_become_one_enum_field_and_the_chosen_value_is_the_output(
 def _events(root, run_id: str) -> list[dict]:
     from abilities_mcp.state.store import Store
 
-    store = Store(root / ".abilities" / "state.db")
+    store = Store(state_db(root))
     try:
         return store.events(run_id)
     finally:

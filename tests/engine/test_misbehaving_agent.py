@@ -20,7 +20,7 @@ from mcp import Client
 from abilities_mcp.errors import NextCall
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.store import Store, process_start
-from support import TEST_RETRY_BASE, sleeping, stored_run, until
+from support import TEST_RETRY_BASE, sleeping, state_db, stored_run, until
 
 LEVELS = ["strict", "normal", "loose"]
 
@@ -77,7 +77,7 @@ def person_types(kind: str, run_id: str) -> str:
 def snapshot(root: Path, run_id: str) -> dict[str, Any]:
     """Everything a refused call must leave alone: the run, each step, the question, and the event log's length."""
     run = stored_run(root, run_id)
-    store = Store(root / ".abilities" / "state.db")
+    store = Store(state_db(root))
     try:
         events = len(store.events(run_id))
     finally:
@@ -141,7 +141,7 @@ def agent(request, client, root, write) -> MisbehavingAgent:
 
 
 def answered(root: Path, run_id: str) -> list[str]:
-    store = Store(root / ".abilities" / "state.db")
+    store = Store(state_db(root))
     try:
         return [e["detail"] for e in store.events(run_id) if e["event"] == "answered"]
     finally:
@@ -363,7 +363,7 @@ async def test_a_run_live_in_another_server_is_not_resumed_handed_back_or_cancel
     # That server is now another live process, waiting for the agent (faked: a `sleep` owns the run).
     owner = subprocess.Popen(["sleep", str(sleep_seconds())])
     try:
-        store = Store(root / ".abilities" / "state.db")
+        store = Store(state_db(root))
         try:
             store.update_step(rid, "review", "test", status="awaiting")
             store.update_run(

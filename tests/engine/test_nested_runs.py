@@ -15,7 +15,7 @@ from abilities_mcp.engine import nesting
 from abilities_mcp.engine.core import Engine
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.store import Store
-from support import TEST_RETRY_BASE, raw_server, sleeping, stdio_params, stored_run, until
+from support import TEST_RETRY_BASE, raw_server, sleeping, state_db, stdio_params, stored_run, until
 
 LIVE_STATES = {"pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision"}
 
@@ -287,7 +287,7 @@ async def test_cancelling_the_parent_cancels_the_child_and_kills_its_processes(
     assert sub["status"] == "cancelled" and sub["child_run"] == child_id and sub["attempts"] == 1
     child = await ok(client, "ability_status", run_id=child_id)
     assert child["status"] == "cancelled" and by_id(child)["nap"]["status"] == "cancelled"
-    store = Store(root / ".abilities" / "state.db")
+    store = Store(state_db(root))
     try:
         assert [r.run_id for r in store.children(parent_id)] == [child_id]
     finally:

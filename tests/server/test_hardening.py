@@ -13,6 +13,7 @@ from pathlib import Path
 from mcp import Client
 
 from abilities_mcp.state.store import RunRecord, StepRecord, Store
+from support import state_db
 
 
 async def validate(client: Client) -> dict[str, list[dict]]:
@@ -209,7 +210,7 @@ def test_sigterm_interrupts_a_live_run_and_the_server_exits(root: Path, write) -
     finally:
         server.stdin.close()
         server.stdout.close()
-    record = Store(root / ".abilities" / "state.db").get_run(run_id)
+    record = Store(state_db(root)).get_run(run_id)
     assert record.status == "interrupted"
     assert [s.status for s in record.steps] == ["cancelled", "pending"]
     assert not any("sleep 600" in " ".join(p) for p in _cmdlines())

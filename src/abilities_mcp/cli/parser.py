@@ -112,7 +112,11 @@ def _common(root, state_dir, log_level) -> argparse.ArgumentParser:
     common.add_argument(
         "--root", default=root, help="project root (default: $ABILITIES_ROOT, $CLAUDE_PROJECT_DIR, cwd)"
     )
-    common.add_argument("--state-dir", default=state_dir, help="state directory (default: ROOT/.abilities)")
+    common.add_argument(
+        "--state-dir",
+        default=state_dir,
+        help="state directory (default: $XDG_STATE_HOME/abilities-mcp/projects/NAME-CRC, outside the project)",
+    )
     common.add_argument("--log-level", default=log_level, choices=["debug", "info", "warning", "error"])
     return common
 

@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..state.project import LEGACY_STATE_DIR, PROJECTS_FOLDER, STATE_FOLDER, user_state_home
+
 # Files and folders that decide what gates the agent, relative to the project and to the home folder.
 CLIENT_FILES = (
     ".mcp.json",
@@ -91,14 +93,31 @@ class Place(NamedTuple):
 
 
 def _protected(root: Path, state_dir: Path) -> list[Place]:
-    state = os.path.realpath(state_dir)
-    relative = _relative(state_dir, root)
-    places = [Place(str(state_dir), (state,), tuple(n for n in (str(state_dir), state, relative) if n))]
     home = Path("~").expanduser()
+    places = [_state_place(state_dir, root, home), _state_place(user_state_home() / STATE_FOLDER, root, home)]
+    legacy = root / LEGACY_STATE_DIR  # never read, but a file planted there would confuse a person who moves it
+    places.append(Place(LEGACY_STATE_DIR, (os.path.realpath(legacy),), (LEGACY_STATE_DIR,)))
     for name in CLIENT_FILES:
         paths = (os.path.realpath(root / name), os.path.realpath(home / name))
         places.append(Place(name, paths, (name, f"~/{name}", *paths)))
     return places
+
+
+def _state_place(folder: Path, root: Path, home: Path) -> Place:
+    """A state folder, named however a shell command could spell it: as is, resolved, from the project, from home
+    (`~`, `$HOME`), and by its last components (`abilities-mcp/projects/NAME-CRC`, what a `cd` into the state home
+    leaves)."""
+    real = os.path.realpath(folder)
+    spellings = {str(folder), real, _relative(folder, root)}
+    for path in (str(folder), real):
+        from_home = _relative(Path(path), home)
+        if from_home:
+            spellings.update(f"{prefix}/{from_home}" for prefix in ("~", "$HOME", "${HOME}"))
+    if folder.parent.name == PROJECTS_FOLDER:
+        spellings.update((f"{PROJECTS_FOLDER}/{folder.name}", folder.name))
+    if folder.name == STATE_FOLDER:
+        spellings.add(f"{STATE_FOLDER}/{PROJECTS_FOLDER}")
+    return Place(str(folder), (real,), tuple(sorted(n for n in spellings if n)))
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -75,7 +75,7 @@ class Database:
         """`accept_newer`: read a file a newer version wrote as far as this one understands it (the hook, which a
         client may run from an older install than its server; versions only ever add tables and columns)."""
         self.accept_newer = accept_newer
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the runs and approvals: the user's alone
         self.path = path
         self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import binascii
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,15 @@ MAX_ABILITY_DEPTH = 3
 SKIPPED_FOLDERS = {".git", "node_modules", "__pycache__"}
 ABILITY_SUFFIXES = (".yaml", ".yml")
 SKILL_FOLDERS = ("skills", ".agents/skills", ".agent/skills", ".claude/skills", ".opencode/skills")
+# Where the state lived before it moved out of the project tree: a file there is never opened (an agent whose
+# sandbox lets it write the project could plant one), only named in a notice that says how to move it.
+LEGACY_STATE_DIR = ".abilities"
+# The user's state home holds STATE_FOLDER/PROJECTS_FOLDER/<slug>/state.db, one folder per project.
+STATE_FOLDER, PROJECTS_FOLDER = "abilities-mcp", "projects"
+# The readable part of a project's state folder name: its last path component, cut to this many characters.
+SLUG_NAME_CHARS = 40
+# Characters a state folder name keeps from the project's name; the rest become "_".
+_UNSAFE_IN_SLUG = re.compile(r"[^\w.-]")
 
 
 class Project:
@@ -33,12 +44,32 @@ class Project:
         """--root, else $ABILITIES_ROOT, else $CLAUDE_PROJECT_DIR, else the current directory."""
         chosen = root or os.environ.get("ABILITIES_ROOT") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
         resolved = Path(chosen).expanduser().resolve()
-        state = state_dir or os.environ.get("ABILITIES_STATE_DIR") or resolved / ".abilities"
+        state = state_dir or os.environ.get("ABILITIES_STATE_DIR") or default_state_dir(resolved)
         return cls(root=resolved, state_dir=Path(state).expanduser().resolve())
 
     @property
     def state_db(self) -> Path:
         return self.state_dir / "state.db"
+
+    @property
+    def legacy_state_db(self) -> Path:
+        """Where older versions kept the state file, inside the project: never opened, see LEGACY_STATE_DIR."""
+        return self.root / LEGACY_STATE_DIR / "state.db"
+
+    def legacy_notice(self) -> str | None:
+        """What to tell a person whose state file is still in the project and not yet where it is read now."""
+        legacy = self.legacy_state_db
+        if legacy == self.state_db or self.state_db.exists() or not legacy.is_file():
+            return None
+        import shlex
+
+        move = f"mkdir -p -m 700 {shlex.quote(str(self.state_dir))} && mv {shlex.quote(str(legacy.parent))}/state.db* "
+        return (
+            f"abilities-mcp: {str(legacy)!r} is no longer read: the state file (runs, approvals, workflow records) now "
+            f"lives outside the project, at {str(self.state_db)!r}, where an agent whose shell is sandboxed to the "
+            f"project cannot write it. To keep its runs and history, stop the server and move it:\n"
+            f"  {move}{shlex.quote(str(self.state_dir))}/"
+        )
 
     def ability_dirs(self) -> list[tuple[Path, str]]:
         """Folders holding abilities, project first, each with its scope."""
@@ -56,6 +87,27 @@ class Project:
     @property
     def workflows_file(self) -> Path:
         return self.root / "workflows.json"
+
+
+def user_state_home() -> Path:
+    """$XDG_STATE_HOME, else ~/.local/state (a relative $XDG_STATE_HOME is ignored, as the XDG spec says)."""
+    chosen = os.environ.get("XDG_STATE_HOME", "")
+    return Path(chosen) if os.path.isabs(chosen) else Path.home() / ".local" / "state"
+
+
+def default_state_dir(root: Path, state_home: Path | None = None) -> Path:
+    """The state folder of the project at `root` (resolved): outside the project tree, where an agent whose client
+    sandboxes its shell to the project cannot write. `STATE_HOME/abilities-mcp/projects/NAME-CRC/`."""
+    return (state_home or user_state_home()) / STATE_FOLDER / PROJECTS_FOLDER / state_slug(root)
+
+
+def state_slug(root: Path) -> str:
+    """The project folder's name, readable, and a checksum of its whole path, so two `app` folders differ.
+
+    CRC-32 from binascii, not a hashlib digest: the hook computes this on every tool call, and importing hashlib
+    costs it about 8 ms against binascii's 0.1 ms. Two projects collide only with the same name and the same CRC."""
+    name = _UNSAFE_IN_SLUG.sub("_", root.name)[:SLUG_NAME_CHARS].lstrip(".") or "root"
+    return f"{name}-{binascii.crc32(os.fsencode(root)):08x}"
 
 
 def stamp(path: Path) -> tuple[int, ...]:

@@ -1,0 +1,201 @@
+"""Where the state file lives (DESIGN §2): in the user's state home, one folder per project, outside the project
+tree a sandboxed agent may write; the old `R/.abilities/state.db` is never opened, only named in a notice."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from abilities_mcp.state.project import Project, default_state_dir, state_slug
+from abilities_mcp.state.store import RunRecord, StepRecord, Store
+
+# How long one CLI process may take in a test before it counts as hung (a bound, not a speed check).
+CLI_TIMEOUT = 60
+
+
+def cli(root: Path, *args: str, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess:
+    """`python -m abilities_mcp --root ROOT ARGS` with the test's environment (HOME and XDG_STATE_HOME in tmp)."""
+    return subprocess.run(
+        [sys.executable, "-m", "abilities_mcp", "--root", str(root), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=CLI_TIMEOUT,
+    )
+
+
+def plant_run(state_db: Path, run_id: str) -> None:
+    """A finished run, written straight into a state file."""
+    now = time.time()
+    store = Store(state_db)
+    try:
+        store.create_run(
+            RunRecord(
+                run_id=run_id,
+                ability="deploy",
+                session_id="s1",
+                status="completed",
+                enforcement="strict",
+                definition={"description": "deploy", "steps": [{"id": "ship", "type": "script", "run": "true"}]},
+                source_path=None,
+                inputs={},
+                parent_run=None,
+                error=None,
+                owner_pid=None,
+                owner_start=None,
+                started_at=now,
+                finished_at=now,
+                updated_at=now,
+                steps=[StepRecord("ship", 0, "script", status="completed")],
+            )
+        )
+    finally:
+        store.close()
+
+
+def test_the_state_file_lives_in_the_user_s_state_home_outside_the_project(root: Path, tmp_path: Path) -> None:
+    state_home = tmp_path / "home" / ".local" / "state"  # conftest's XDG_STATE_HOME
+
+    project = Project.resolve(root)
+
+    assert project.state_db == state_home / "abilities-mcp" / "projects" / state_slug(root) / "state.db"
+    assert not project.state_db.is_relative_to(root)
+    assert state_slug(root).startswith("project-")  # the folder's name, readable, then its path's checksum
+
+
+@pytest.mark.parametrize("xdg", [None, "", "relative/state"], ids=["unset", "empty", "relative"])
+def test_without_an_absolute_xdg_state_home_the_state_home_is_dot_local_state(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, xdg: str | None
+) -> None:
+    if xdg is None:
+        monkeypatch.delenv("XDG_STATE_HOME")
+    else:
+        monkeypatch.setenv("XDG_STATE_HOME", xdg)
+
+    state_dir = Project.resolve(root).state_dir
+
+    assert state_dir == tmp_path / "home" / ".local" / "state" / "abilities-mcp" / "projects" / state_slug(root)
+
+
+def test_an_xdg_state_home_elsewhere_holds_the_state(root: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "elsewhere"))
+
+    assert Project.resolve(root).state_dir.parent == tmp_path / "elsewhere" / "abilities-mcp" / "projects"
+
+
+def test_two_projects_of_the_same_name_get_two_state_files(tmp_path: Path) -> None:
+    first, second = tmp_path / "a" / "app", tmp_path / "b" / "app"
+    for folder in (first, second):
+        folder.mkdir(parents=True)
+
+    assert Project.resolve(first).state_db != Project.resolve(second).state_db
+    assert Project.resolve(first).state_dir.name.startswith("app-")
+
+
+def test_the_same_project_through_a_linked_path_has_the_same_state_file(root: Path, tmp_path: Path) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(root)
+
+    assert Project.resolve(link).state_db == Project.resolve(root).state_db
+    assert Project.resolve(link / ".." / "project").state_db == Project.resolve(root).state_db
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["my project", "ünïcode", "../..", "." * 3, "x" * 300, "a\nb"],
+    ids=["space", "unicode", "dots", "only-dots", "long", "newline"],
+)
+def test_any_folder_name_makes_one_safe_folder_name(name: str) -> None:
+    slug = state_slug(Path("/work") / name)
+
+    assert "/" not in slug and "\n" not in slug and " " not in slug and not slug.startswith(".")
+    assert len(slug) <= 49 and slug == state_slug(Path("/work") / name)
+
+
+def test_state_dir_and_abilities_state_dir_override_the_default(root: Path, tmp_path: Path, monkeypatch) -> None:
+    flag, env = tmp_path / "by-flag", tmp_path / "by-env"
+    monkeypatch.setenv("ABILITIES_STATE_DIR", str(env))
+
+    assert Project.resolve(root).state_db == env / "state.db"
+    assert Project.resolve(root, flag).state_db == flag / "state.db"
+
+
+def test_the_cli_creates_the_state_folder_private_to_the_user_and_nothing_in_the_project(root: Path) -> None:
+    done = cli(root, "history")
+
+    state_dir = Project.resolve(root).state_dir
+    assert done.returncode == 0, done.stderr
+    assert (state_dir / "state.db").is_file()
+    assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
+    assert not (root / ".abilities").exists()
+
+
+def test_the_cli_and_the_server_honour_the_state_dir_flag_and_the_environment(root: Path, tmp_path: Path) -> None:
+    plant_run(tmp_path / "by-flag" / "state.db", "run_flag")
+    plant_run(tmp_path / "by-env" / "state.db", "run_env")
+
+    by_flag = cli(root, "--state-dir", str(tmp_path / "by-flag"), "status", "run_flag")
+    by_env = cli(root, "status", "run_env", env={"ABILITIES_STATE_DIR": str(tmp_path / "by-env")})
+
+    assert by_flag.returncode == 0 and "run_flag" in by_flag.stdout, by_flag.stderr
+    assert by_env.returncode == 0 and "run_env" in by_env.stdout, by_env.stderr
+    assert not default_state_dir(root).exists()
+
+
+# --- the state file inside the project, from older versions or planted by an agent ---
+
+
+def test_a_state_file_in_the_project_is_not_read_and_a_notice_names_both_paths_and_the_move(root: Path) -> None:
+    legacy = root / ".abilities" / "state.db"
+    plant_run(legacy, "run_planted")
+    project = Project.resolve(root)
+
+    done = cli(root, "status", "run_planted")
+
+    assert done.returncode == 1 and "run_planted" not in done.stdout  # not read: its run is unknown
+    assert done.stderr.count("is no longer read") == 1
+    assert str(legacy) in done.stderr and str(project.state_db) in done.stderr
+    assert f"mv {legacy.parent}/state.db* {project.state_dir}/" in done.stderr
+    assert "no longer read" not in done.stdout
+
+
+def test_the_notice_s_command_moves_the_runs_to_where_they_are_read(root: Path) -> None:
+    plant_run(root / ".abilities" / "state.db", "run_old")
+    notice = cli(root, "history").stderr  # `history` makes the new file: move over it, as a person would after
+    Project.resolve(root).state_db.unlink()
+    command = notice.strip().splitlines()[-1]
+
+    moved = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=CLI_TIMEOUT)
+    after = cli(root, "status", "run_old")
+
+    assert moved.returncode == 0, moved.stderr
+    assert after.returncode == 0 and "run_old" in after.stdout, after.stderr
+    assert "no longer read" not in after.stderr
+    assert not (root / ".abilities" / "state.db").exists()
+
+
+def test_the_server_s_notice_goes_to_stderr_and_stdout_carries_only_the_protocol(root: Path) -> None:
+    plant_run(root / ".abilities" / "state.db", "run_planted")
+
+    done = cli(root, "serve")  # stdin closes at once: the server starts, prints what it prints, and leaves
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.count("is no longer read") == 1 and str(root / ".abilities" / "state.db") in done.stderr
+
+
+def test_no_notice_once_the_state_file_is_where_it_is_read(root: Path) -> None:
+    plant_run(root / ".abilities" / "state.db", "run_planted")
+    plant_run(Project.resolve(root).state_db, "run_current")
+
+    done = cli(root, "status", "run_current")
+
+    assert done.returncode == 0 and "run_current" in done.stdout, done.stderr
+    assert "no longer read" not in done.stderr
