@@ -543,6 +543,31 @@ async def test_session_start_after_compaction_gives_the_live_run_and_a_short_cat
     assert "database-safe-query (enforce)" in text
 
 
+# --- one state file: the server, the CLI and the hook find the same one (DESIGN §2) ---
+
+
+async def test_a_run_a_server_started_through_a_linked_root_gates_the_hook_in_the_real_folder(
+    root, write, tmp_path
+) -> None:
+    from support import stdio_params
+
+    write("ship", APPROVAL_RUN % "strict")
+    link = tmp_path / "linked-project"
+    link.symlink_to(root)
+    async with Client(stdio_params(link), mode="legacy") as client:
+        run = await start(client, "ship")
+        from_cwd = pre(root, "Bash", tool_input={"command": "ls"})
+        from_env = pre(tmp_path, "Bash", tool_input={"command": "ls"}, env={"CLAUDE_PROJECT_DIR": str(link)})
+        forged = pre(root, "Bash", tool_input={"command": f"sqlite3 {state_db(root)} 'UPDATE runs SET answer=1'"})
+        await client.call_tool("ability_cancel", {}, meta={"sessionID": SESSION})
+
+    assert run["status"] == "awaiting_approval"
+    for out in (from_cwd, from_env):
+        assert decision(out) == "deny" and run["run_id"] in reason(out), out
+    assert decision(forged) == "deny" and "only a person" in reason(forged)
+    assert state_db(root).is_file() and not (root / ".abilities").exists()
+
+
 # --- session correlation after /clear (DESIGN §6) ---
 
 
