@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 from mcp import Client
 
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.project import Project
-from support import sleeping, stored_run, until
+from support import raw_server, sleeping, stored_run, until
 
 # Longer than the kill grace (2 s): a group that ignores SIGTERM still has to be gone by then.
 GONE_WITHIN_SECONDS = 5.0
@@ -179,3 +181,35 @@ async def test_a_process_that_left_the_steps_group_does_not_outlive_the_step(
     assert run["status"] == ("completed" if ending == "exit" else "failed"), run
     assert (root / "escaped.pid").read_text().strip().isdigit()  # it did escape
     await until(lambda: not sleeping(bg, fg), timeout=GONE_WITHIN_SECONDS)
+
+
+# Step commands whose escaped descendants exit on their own: adopted by the server (its child subreaper), each
+# becomes the server's zombie unless the server reaps it.
+SELF_ENDING_ESCAPES = {
+    "setsid-in-the-background": "setsid sh -c 'exit 0' &",
+    "setsid-fork": "setsid -f sh -c 'exit 0'",
+    "double-fork": "(setsid sh -c 'exit 0' &)",
+}
+
+
+def _zombies(pid: int) -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process(pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if child.status() == psutil.STATUS_ZOMBIE:
+                found.append(child)
+    return found
+
+
+@pytest.mark.parametrize("escape", SELF_ENDING_ESCAPES.values(), ids=SELF_ENDING_ESCAPES.keys())
+async def test_escaped_processes_that_exit_on_their_own_leave_no_zombie_of_the_server(
+    write, root: Path, tmp_path: Path, escape: str
+) -> None:
+    write("escapes", f'description: d\nsteps:\n  - {{id: a, type: script, run: "{escape}"}}\n')
+
+    async with raw_server(root, tmp_path / "server.log") as server:
+        run = await server.call_tool("ability_run", {"name": "escapes", "wait_seconds": 30})
+        assert run["status"] == "completed", run
+        pid = server.process.pid
+
+        await until(lambda: not _zombies(pid), timeout=GONE_WITHIN_SECONDS)

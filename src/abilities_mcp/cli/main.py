@@ -54,6 +54,7 @@ def serve(project: Project, args: argparse.Namespace) -> int:
     """Run the MCP server over stdio until the client hangs up or a signal arrives."""
     import anyio
 
+    from ..engine.process import reap_adopted_forever
     from ..server.app import create_server
 
     _not_dumpable()
@@ -64,6 +65,7 @@ def serve(project: Project, args: argparse.Namespace) -> int:
     async def run() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_cancel_on_signal, tg.cancel_scope)
+            tg.start_soon(reap_adopted_forever)
             await server.run_stdio_async()
             tg.cancel_scope.cancel()
 
@@ -154,6 +156,7 @@ def run(project: Project, args: argparse.Namespace) -> int:
     """Run an ability in this terminal with live progress."""
     import anyio
 
+    from ..engine.process import reap_adopted_forever
     from .terminal import run_in_terminal
 
     inputs = {}
@@ -163,7 +166,15 @@ def run(project: Project, args: argparse.Namespace) -> int:
             print(f"-i takes key=value, got {item!r}", file=sys.stderr)
             return 2
         inputs[key] = value
-    return anyio.run(run_in_terminal, project, args.name, inputs)
+
+    async def in_terminal() -> int:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reap_adopted_forever)  # this process starts no children but steps: it may reap the rest
+            code = await run_in_terminal(project, args.name, inputs)
+            tg.cancel_scope.cancel()
+        return code
+
+    return anyio.run(in_terminal)
 
 
 def status(project: Project, args: argparse.Namespace) -> int:

@@ -39,6 +39,10 @@ PR_SET_CHILD_SUBREAPER = 36
 ESCAPE_ROUNDS = 5
 # How long a killed escaped process gets to die before we stop waiting to reap it.
 REAP_SECONDS = 1.0
+# Pids this process started itself (step shells, the watchdog), reaped by their own Popen. Any other child is a
+# step's escaped descendant the subreaper adopted, which nobody else would reap: `reap_adopted` does. A process
+# fact, so module state: a process has one set of children.
+_SPAWNED: set[int] = set()
 
 
 class Capture:
@@ -168,7 +172,7 @@ class SpawnError(Exception):
 
 def _spawn(command: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
     _become_subreaper()
-    return subprocess.Popen(
+    process = subprocess.Popen(
         ["sh", "-c", command],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -177,6 +181,45 @@ def _spawn(command: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
         env=env,
         start_new_session=True,
     )
+    spawned(process.pid)
+    return process
+
+
+def spawned(pid: int) -> None:
+    """A child this process started and reaps itself (through its Popen): `reap_adopted` leaves it alone."""
+    _SPAWNED.add(pid)
+
+
+def reap_adopted() -> int:
+    """Reap every exited child this process did not start (orphans the subreaper adopted); returns how many."""
+    reaped = 0
+    for pid in _children():
+        if pid in _SPAWNED or not _zombie(pid):
+            continue
+        with contextlib.suppress(ChildProcessError):
+            reaped += bool(os.waitpid(pid, os.WNOHANG)[0])
+    _SPAWNED.intersection_update(_children())  # forget our own once their Popen has reaped them
+    return reaped
+
+
+async def reap_adopted_forever() -> None:
+    """For a process that runs steps and owns all its children (`serve`, `run`): reap adopted orphans as they exit
+    (SIGCHLD), so a step's `setsid sh -c 'exit 0' &` leaves no zombie behind. Not in a process whose other code
+    starts children of its own (a test runner), whose exits this would take from their Popen."""
+    if sys.platform != "linux":
+        return
+    with anyio.open_signal_receiver(signal.SIGCHLD) as received:
+        reap_adopted()  # anything adopted before the receiver was in place
+        async for _ in received:
+            reap_adopted()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _spawn_problem(exc: Exception, env: dict[str, str]) -> str:

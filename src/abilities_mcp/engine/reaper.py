@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+from .process import spawned
+
 log = logging.getLogger(__name__)
 
 # Runs with `python -I -S`: no site-packages, nothing to import but os, signal, sys, time.
@@ -84,6 +86,7 @@ class Reaper:
                 close_fds=True,
                 env={"PATH": os.environ.get("PATH", "")},
             )
+            spawned(self._proc.pid)
             if known and self._proc.stdin is not None:
                 self._proc.stdin.write(known.encode())
         return self._proc
