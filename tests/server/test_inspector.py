@@ -114,3 +114,17 @@ def test_the_inspector_records_prerequisites_that_a_later_server_process_of_the_
     after = call("workflow_check", tool="mcp__pg__execute_query")["structuredContent"]
     database = next(m for m in after["matched"] if m["workflow"] == "database-safe-query")
     assert (database["verdict"], after["verdict"]) == ("allow", "suggest")
+
+
+def test_the_inspector_lists_the_projects_skills_through_the_skills_extension(npx: str, root: Path) -> None:
+    folder = root / "skills" / "release-notes"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: release-notes\ndescription: Draft release notes.\n---\n\nSteps.\n")
+
+    result = inspect(npx, root, "--method", "skills/list")
+
+    [entry] = result["skills"]
+    assert entry["uri"] == "skill://release-notes/SKILL.md"
+    assert entry["frontmatter"] == {"name": "release-notes", "description": "Draft release notes."}
+    [manifest] = entry["resources"]
+    assert manifest["size"] == (folder / "SKILL.md").stat().st_size

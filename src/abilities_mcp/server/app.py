@@ -20,6 +20,7 @@ from ..state.project import Project
 from ..state.store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS, Store
 from .ability_tools import add_ability_tools, add_matching_tools
 from .session import Session
+from .skill_extension import AdvertiseOnHandshake, SkillsExtension
 from .skill_tools import SkillServer, add_skill_tools
 from .workflow_tools import add_workflow_tools
 
@@ -99,8 +100,15 @@ def create_server(
         finally:
             store.close()
 
+    skills = SkillsExtension(catalog.skillset)
     server = AbilitiesServer(
-        catalog.skillset, "abilities-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan
+        catalog.skillset,
+        "abilities-mcp",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        extensions=[skills],
+        middleware=[AdvertiseOnHandshake({skills.identifier: skills.settings()})],
     )
     add_ability_tools(server, catalog)
     add_matching_tools(server, catalog)
