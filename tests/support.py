@@ -56,9 +56,10 @@ def state_db(root: Path) -> Path:
     return Project.resolve(root).state_db
 
 
-def stored_run(root: Path, run_id: str) -> RunRecord:
-    """The run as the state file holds it, read without starting a server (which would recover runs)."""
-    store = Store(state_db(root))
+def stored_run(root: Path, run_id: str, state_file: Path | None = None) -> RunRecord:
+    """The run as the state file holds it (the project's by default), read without starting a server (which would
+    recover runs)."""
+    store = Store(state_file or state_db(root))
     try:
         record = store.get_run(run_id)
     finally:
@@ -168,11 +169,18 @@ class Terminal:
     """A command running under a pseudo-terminal, as a person's shell runs it: the terminal is its controlling
     terminal (so Ctrl-C typed there is a SIGINT), read what it prints, type into it."""
 
-    def __init__(self, args: list[str], cwd: Path):
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None):
         master, slave = pty.openpty()
         self.master, self.text = master, ""
         self.proc = subprocess.Popen(
-            args, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, close_fds=True, preexec_fn=_controlling_terminal
+            args,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+            close_fds=True,
+            preexec_fn=_controlling_terminal,
         )
         os.close(slave)
 
