@@ -62,6 +62,11 @@ class Prerequisite(BaseModel):
     description: Text = Field(description="Why this prerequisite is needed")
     required: StrictBool = Field(True, description="false: this step can be skipped")
     params: dict[str, Any] = Field(default_factory=dict, description="Default parameters for this tool")
+    arguments: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Arguments the gateway passes when it runs this step itself, over params; a string "
+        '"$args.NAME" (or "$args.a.b") is that argument of the gated call, e.g. {"table_name": "$args.table"}',
+    )
 
 
 class Workflow(BaseModel):

@@ -20,7 +20,7 @@ from ..state.project import Project, stamp
 MODES = ("enforce", "warn", "suggest")
 WORKFLOW_KEYS = {"enabled", "name", "description", "triggers", "prerequisites", "mode", "created_at"}
 TRIGGER_KEYS = {"category", "tools", "keywords"}
-PREREQUISITE_KEYS = {"step", "tool", "description", "required", "params"}
+PREREQUISITE_KEYS = {"step", "tool", "description", "required", "params", "arguments"}
 # Top-level keys that are not workflows: editors point "$schema" at `abilities-mcp schema workflows`.
 META_KEYS = {"$schema"}
 # workflows.json bigger than this is refused: it is read on every tool call.
@@ -125,6 +125,8 @@ class Prerequisite(NamedTuple):
     description: str
     required: bool
     params: dict[str, Any]
+    # The gateway's arguments when it runs this step itself: "$args.x" is the gated call's argument x.
+    arguments: dict[str, Any] = {}  # a NamedTuple default: shared, never mutated
 
 
 class Workflow(NamedTuple):
@@ -289,7 +291,14 @@ def parse_workflow(name: str, entry: Any, source: str, key: str = "") -> tuple[W
     prerequisites = tuple(
         sorted(
             (
-                Prerequisite(p["step"], p["tool"], p["description"], p.get("required", True), p.get("params") or {})
+                Prerequisite(
+                    p["step"],
+                    p["tool"],
+                    p["description"],
+                    p.get("required", True),
+                    p.get("params") or {},
+                    p.get("arguments") or {},
+                )
                 for p in entry["prerequisites"]
             ),
             key=lambda p: p.step,
@@ -364,6 +373,8 @@ def _prerequisite_problems(where: str, item: Any) -> Iterator[tuple[str, str]]:
         yield f"{where}.required", "must be true or false"
     if not isinstance(item.get("params", {}), dict):
         yield f"{where}.params", "must be an object of default arguments"
+    if not isinstance(item.get("arguments", {}), dict):
+        yield f"{where}.arguments", 'must be an object of arguments, e.g. {"table": "$args.table"}'
 
 
 def _keys(where: str, data: dict, allowed: set[str], required: tuple[str, ...]) -> Iterator[tuple[str, str]]:

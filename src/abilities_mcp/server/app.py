@@ -15,6 +15,8 @@ from pydantic import BaseModel
 from .. import __version__
 from ..abilities.catalog import Catalog
 from ..engine.core import Engine
+from ..gateway.config import Gateway
+from ..gateway.upstreams import upstreams
 from ..prerequisites.sessions import DEFAULT_TTL_SECONDS
 from ..state.project import Project
 from ..state.store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS, Store
@@ -88,6 +90,7 @@ def create_server(
 ) -> MCPServer:
     """Build a server for one project; each connection gets its own engine over the shared state file."""
     catalog = Catalog(project)
+    gateway = Gateway(project)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Session]:
@@ -95,8 +98,8 @@ def create_server(
         store.prune(history_runs, history_days)
         engine = Engine(store, catalog, **({"retry_base": retry_base} if retry_base is not None else {}))
         try:
-            async with engine.running():
-                yield Session(engine, store, f"mcp-{secrets.token_hex(6)}")
+            async with engine.running(), upstreams() as connections:  # nothing connects until a call needs it
+                yield Session(engine, store, f"mcp-{secrets.token_hex(6)}", connections)
         finally:
             store.close()
 
@@ -114,4 +117,8 @@ def create_server(
     add_matching_tools(server, catalog)
     add_skill_tools(server, catalog.skillset)
     add_workflow_tools(server, catalog.workflows, session_ttl)
+    if gateway.file.exists():  # the gateway's tools only for a project that has one (tools/list stays short)
+        from .gateway_tools import add_gateway_tools
+
+        add_gateway_tools(server, gateway, catalog.workflows, session_ttl)
     return server

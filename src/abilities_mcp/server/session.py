@@ -6,7 +6,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -21,6 +21,9 @@ from .forms import MAX_FORMS_PER_CALL, ask_by_form, form_era, input_required, op
 from .results import Run
 from .views import run_view
 
+if TYPE_CHECKING:  # imported when a gateway is configured: start-up does not pay for it
+    from ..gateway.upstreams import Upstreams
+
 # Requests whose claimed session is remembered (a tool may ask for its session more than once per call).
 REMEMBERED_REQUESTS = 256
 
@@ -32,6 +35,7 @@ class Session:
     engine: Engine
     store: Store
     default_session_id: str
+    upstreams: Upstreams | None = None  # the gateway's connections (gateway/upstreams.py)
     forms_work: bool = True  # cleared when this client failed a form: its runs wait for the terminal command
     # The client process that started this server, to claim only the calls its own hook announced.
     client: Client = field(default_factory=lambda: client_of(os.getpid()))

@@ -13,6 +13,7 @@ from ..engine.handoff import AGENT_TOOLS, SKILL_TOOLS
 from ..engine.machine import FINISHED_STEP_STATES, LIVE_RUN_STATES, StepState
 from ..engine.questions import Question
 from ..engine.scripts import step_timeout
+from ..gateway.config import file_report
 from ..prerequisites.gates import Check
 from ..prerequisites.workflows import Workflow, WorkflowSet
 from ..skills.skillset import SkillSet
@@ -239,7 +240,8 @@ def ability_info(catalog: Catalog, d: Definition) -> AbilityInfo:
 def validation_report(catalog: Catalog, name: str | None = None) -> ValidationReport:
     """Every file the server loads (or one ability's or skill's), with field paths and fixes."""
     catalog.refresh()
-    files = [f for f in catalog.files() if name is None or (f.kind in ("ability", "skill") and f.name == name)]
+    every = catalog.files() + file_report(catalog.project)
+    files = [f for f in every if name is None or (f.kind in ("ability", "skill") and f.name == name)]
     reports = [
         FileReport(
             name=f.name,

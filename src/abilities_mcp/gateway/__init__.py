@@ -1,0 +1,1 @@
+"""The tool gateway: upstream MCP servers behind the gates (issue 17)."""

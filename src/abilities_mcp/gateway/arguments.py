@@ -1,0 +1,62 @@
+"""Arguments for upstream tools: checked against the tool's input schema before anything is sent, and filled from
+the main call's (`{"table": "$args.table"}`) for the prerequisites the gateway runs itself."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from jsonschema import Draft202012Validator, SchemaError, validators
+
+log = logging.getLogger(__name__)
+
+# A prerequisite's argument written as exactly this prefix and a dotted path takes the main call's value there.
+TEMPLATE_PREFIX = "$args."
+# At most this many schema problems are named: the first few say what to fix.
+MAX_PROBLEMS = 5
+
+
+class Unfilled(Exception):
+    """A `$args.` reference the main call has no value for."""
+
+    def __init__(self, reference: str):
+        self.reference = reference
+        super().__init__(reference)
+
+
+def schema_problems(schema: dict[str, Any] | None, arguments: dict[str, Any]) -> list[str]:
+    """What is wrong with `arguments` for a tool's input schema, each as "at PATH: message"; [] when they fit.
+
+    An upstream whose schema is itself broken is not held to it (the upstream will judge the call).
+    """
+    if not isinstance(schema, dict):
+        return []
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        log.info("an upstream tool's input schema is invalid, arguments not checked: %s", exc.message)
+        return []
+    errors = sorted(cls(schema).iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    return [f"at {_path(e.absolute_path)}: {e.message}" for e in errors[:MAX_PROBLEMS]]
+
+
+def _path(parts: Any) -> str:
+    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+    return repr(text.lstrip(".")) if text else "the top level"
+
+
+def fill(template: Any, arguments: dict[str, Any]) -> Any:
+    """A prerequisite's `arguments` with every "$args.path" replaced by the main call's value there."""
+    if isinstance(template, str) and template.startswith(TEMPLATE_PREFIX):
+        value: Any = arguments
+        for part in template.removeprefix(TEMPLATE_PREFIX).split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise Unfilled(template)
+            value = value[part]
+        return value
+    if isinstance(template, dict):
+        return {key: fill(value, arguments) for key, value in template.items()}
+    if isinstance(template, list):
+        return [fill(value, arguments) for value in template]
+    return template

@@ -1,0 +1,233 @@
+"""gateway.json: the upstream MCP servers the gateway proxies, in the `mcpServers` shape of `.mcp.json`.
+
+Pydantic models are the schema (`abilities-mcp schema gateway`) and the checker (`abilities-mcp validate`). A missing
+file means no upstreams; a broken entry is left out with a diagnostic naming the field and the fix, never a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, NamedTuple
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+from ..abilities.catalog import FileDiagnostics
+from ..durations import parse_duration
+from ..errors import Diagnostic
+from ..explain import Format, explain
+from ..files import Unreadable, read_text
+from ..prerequisites.workflows import parse_json
+from ..state.project import Project, stamp
+
+FILE_NAME = "gateway.json"
+# gateway.json is a short hand-written file; anything bigger is a mistake.
+MAX_FILE_BYTES = 1_000_000
+# An upstream call that takes longer than this fails (and the upstream is checked before its next call).
+DEFAULT_TIMEOUT = "60s"
+# Upstream and tool names meet in `server__tool`: a name holding the separator could not be split back.
+SEPARATOR = "__"
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+# ${VAR} or ${VAR:-default}, as .mcp.json files write them.
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _duration(value: str) -> str:
+    parse_duration(value)  # ValueError names the accepted forms
+    return value
+
+
+def _upstream_name(value: str) -> str:
+    if SEPARATOR in value:
+        raise ValueError(f"{value!r} holds {SEPARATOR!r}, which separates server and tool in tool names; rename it")
+    return value
+
+
+Duration = Annotated[StrictStr, AfterValidator(_duration), Field(description="A duration: 500ms, 30s, 5m, 1h")]
+
+
+class _Common(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    timeout: Duration = Field(DEFAULT_TIMEOUT, description="How long one call to this server may take")  # type: ignore
+    expose: Literal["none"] = Field(
+        "none", description="none: the server's tools are reached through tool_search and tool_call only"
+    )
+
+
+class StdioUpstream(_Common):
+    """A server the gateway starts as a subprocess and talks to over its stdin and stdout."""
+
+    type: Literal["stdio"] = Field("stdio", description="Optional, as in .mcp.json")
+    command: StrictStr = Field(min_length=1, description="The executable (found on PATH); ${VAR} is expanded")
+    args: list[StrictStr] = Field(default_factory=list, description="Its arguments; ${VAR} is expanded")
+    env: dict[str, StrictStr] = Field(default_factory=dict, description="Extra environment variables")
+    cwd: StrictStr | None = Field(None, description="Working directory, relative to the project root")
+
+
+class HttpUpstream(_Common):
+    """A server reached over streamable HTTP."""
+
+    type: Literal["http", "streamable-http"] = Field("http", description="Optional, as in .mcp.json")
+    url: StrictStr = Field(pattern=r"^https?://", description="The server's MCP endpoint (http:// or https://)")
+    headers: dict[str, StrictStr] = Field(default_factory=dict, description="HTTP headers, e.g. Authorization")
+
+
+ServerName = Annotated[str, Field(pattern=_NAME), AfterValidator(_upstream_name)]
+
+
+class GatewayFile(BaseModel):
+    """gateway.json: the MCP servers behind the gateway, keyed by name (the `mcpServers` shape of .mcp.json)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_: StrictStr | None = Field(None, alias="$schema", description="This schema, for editors")
+    mcpServers: dict[ServerName, StdioUpstream | HttpUpstream] = Field(  # noqa: N815  # the .mcp.json key
+        default_factory=dict, description="The upstream servers by name"
+    )
+
+
+class Upstream(NamedTuple):
+    """One upstream server as the gateway connects to it: variables expanded, paths resolved."""
+
+    name: str
+    command: str | None
+    args: tuple[str, ...]
+    env: dict[str, str]
+    cwd: Path | None
+    url: str | None
+    headers: dict[str, str]
+    timeout: float
+
+
+class GatewayConfig(NamedTuple):
+    """Every usable upstream and the problems that kept others out."""
+
+    upstreams: dict[str, Upstream]
+    problems: list[Diagnostic]
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema editors use for gateway.json."""
+    schema = GatewayFile.model_json_schema(by_alias=True)
+    schema["title"] = "abilities-mcp gateway.json"
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def read_gateway(path: Path, root: Path, environ: dict[str, str] | None = None) -> GatewayConfig:
+    """gateway.json read and checked; a missing file is no upstreams, a broken server is left out."""
+    data, problems = _read(path)
+    if data is None:
+        return GatewayConfig({}, problems)
+    problems += _file_problems(path, data)
+    misnamed = {p.path.removeprefix("mcpServers.") for p in problems}
+    env = dict(os.environ if environ is None else environ)
+    upstreams = {}
+    for name, raw in _servers(data).items():
+        if name in misnamed:
+            continue
+        entry, wrong = _entry(path, name, raw)
+        problems += wrong
+        if entry is not None:
+            upstreams[name] = _upstream(name, entry, root, env)
+    return GatewayConfig(upstreams, problems)
+
+
+def file_report(project: Project) -> list[FileDiagnostics]:
+    """gateway.json as `validate` lists it (kind `gateway`), when the project has one."""
+    path = project.root / FILE_NAME
+    return [FileDiagnostics("gateway", FILE_NAME, path, check_file(path))] if path.exists() else []
+
+
+def check_file(path: Path) -> list[Diagnostic]:
+    """Every problem in a gateway.json, each with the field and the fix."""
+    data, problems = _read(path)
+    if data is None:
+        return problems
+    problems += _file_problems(path, data)
+    return problems + [d for name, raw in _servers(data).items() for d in _entry(path, name, raw)[1]]
+
+
+def _read(path: Path) -> tuple[Any, list[Diagnostic]]:
+    try:
+        text = read_text(path, MAX_FILE_BYTES)
+    except FileNotFoundError:
+        return None, []
+    except Unreadable as exc:
+        return None, [Diagnostic(str(path), "", f"the file {exc}")]
+    return parse_json(text, path)
+
+
+def _servers(data: Any) -> dict[str, Any]:
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    return servers if isinstance(servers, dict) else {}
+
+
+def _file_problems(path: Path, data: Any) -> list[Diagnostic]:
+    """The file's own shape: an object, known top-level keys, `mcpServers` an object of well-named servers."""
+    if not isinstance(data, dict):
+        return [Diagnostic(str(path), "", 'must be a JSON object: {"mcpServers": {"NAME": {"command": ...}}}')]
+    shape = {k: v for k, v in data.items() if k != "mcpServers"}
+    if "mcpServers" in data:
+        servers = data["mcpServers"]
+        shape["mcpServers"] = {name: {"command": "x"} for name in servers} if isinstance(servers, dict) else servers
+    try:
+        GatewayFile.model_validate(shape)
+    except ValidationError as exc:
+        return [Diagnostic(str(path), p, m) for p, m in explain(exc, Format(GatewayFile))]
+    return []
+
+
+def _entry(path: Path, name: str, raw: Any) -> tuple[StdioUpstream | HttpUpstream | None, list[Diagnostic]]:
+    """One server checked as the kind it says it is (`url`: streamable HTTP; else stdio)."""
+    where = f"mcpServers.{name}"
+    if not isinstance(raw, dict):
+        return None, [Diagnostic(str(path), where, 'must be an object: {"command": ...} or {"url": ...}')]
+    if "command" not in raw and "url" not in raw:
+        fix = "a server needs either `command` (stdio) or `url` (streamable HTTP); add one"
+        return None, [Diagnostic(str(path), where, fix)]
+    model = HttpUpstream if "url" in raw else StdioUpstream
+    try:
+        return model.model_validate(raw), []
+    except ValidationError as exc:
+        return None, [Diagnostic(str(path), f"{where}.{p}" if p else where, m) for p, m in explain(exc, Format(model))]
+
+
+def _upstream(name: str, entry: StdioUpstream | HttpUpstream, root: Path, env: dict[str, str]) -> Upstream:
+    timeout = parse_duration(entry.timeout)
+    if isinstance(entry, HttpUpstream):
+        headers = {k: expand(v, env) for k, v in entry.headers.items()}
+        return Upstream(name, None, (), {}, None, expand(entry.url, env), headers, timeout)
+    cwd = root / expand(entry.cwd, env) if entry.cwd else root
+    return Upstream(
+        name,
+        expand(entry.command, env),
+        tuple(expand(a, env) for a in entry.args),
+        {k: expand(v, env) for k, v in entry.env.items()},
+        cwd,
+        None,
+        {},
+        timeout,
+    )
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """`${VAR}` and `${VAR:-default}` replaced from the environment (an unset VAR with no default: empty)."""
+    return _VARIABLE.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), text)
+
+
+class Gateway:
+    """The project's gateway.json, re-read only when it changes on disk."""
+
+    def __init__(self, project: Project):
+        self.root = project.root
+        self.file = project.root / FILE_NAME
+        self._stamp: tuple | None = None
+        self._current = GatewayConfig({}, [])
+
+    def current(self) -> GatewayConfig:
+        now = stamp(self.file)
+        if now != self._stamp:
+            self._current, self._stamp = read_gateway(self.file, self.root), now
+        return self._current

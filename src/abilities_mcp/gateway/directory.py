@@ -1,0 +1,101 @@
+"""The upstream tools found by live discovery: named `server__tool`, resolved from what a caller writes, ranked
+for a task by the skill router's engine (name and description)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+
+import anyio
+
+from ..errors import AbilitiesError, did_you_mean
+from ..skills.router import Router
+from .config import SEPARATOR, GatewayConfig
+from .upstreams import UpstreamError, Upstreams
+
+
+class Entry(NamedTuple):
+    """One upstream tool."""
+
+    server: str
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.server}{SEPARATOR}{self.name}"
+
+
+class Listing(NamedTuple):
+    """The tools of the upstreams that answered, and why the others are missing."""
+
+    entries: list[Entry]
+    refreshed_at: float
+    problems: list[str]
+
+
+class UnknownTool(AbilitiesError):
+    """A tool name no upstream offers, or one several offer, with what the caller may mean."""
+
+
+async def discover(config: GatewayConfig, upstreams: Upstreams, only: str | None = None) -> Listing:
+    """List the tools of every upstream (or only one), concurrently; a failing upstream is a problem, not an error."""
+    names = [only] if only is not None else list(config.upstreams)
+    found: dict[str, list[Entry]] = {}
+    problems: list[str] = []
+
+    async def one(name: str) -> None:
+        try:
+            tools = await upstreams.connection(config.upstreams[name]).tools()
+        except UpstreamError as exc:
+            problems.append(str(exc))
+            return
+        found[name] = [Entry(name, t.name, t.description or "", dict(t.input_schema or {})) for t in tools]
+
+    async with anyio.create_task_group() as tasks:
+        for name in names:
+            tasks.start_soon(one, name)
+    entries = [e for name in names for e in found.get(name, [])]
+    return Listing(entries, time.time(), problems)
+
+
+def split(name: str, config: GatewayConfig) -> tuple[str | None, str]:
+    """(server, tool) for `server__tool` naming a configured server, else (None, name)."""
+    server, sep, tool = name.partition(SEPARATOR)
+    if sep and server in config.upstreams and tool:
+        return server, tool
+    return None, name
+
+
+def resolve(name: str, listing: Listing) -> Entry:
+    """The tool a caller means: `server__tool`, or a bare name one upstream alone offers."""
+    for entry in listing.entries:
+        if entry.qualified == name:
+            return entry
+    bare = [e for e in listing.entries if e.name == name]
+    if len(bare) == 1:
+        return bare[0]
+    if bare:
+        choices = ", ".join(repr(e.qualified) for e in bare)
+        raise UnknownTool(f"Tool {name!r} is offered by several upstream servers; name one: {choices}.")
+    known = [e.qualified for e in listing.entries] + [e.name for e in listing.entries]
+    close = did_you_mean(name, known)
+    hint = f" Did you mean {close!r}?" if close else " Call tool_search(task) to find one."
+    missing = "".join(f"\n{p}" for p in listing.problems)
+    raise UnknownTool(f"Unknown tool {name!r}: no upstream server offers it.{hint}{missing}")
+
+
+class Found(NamedTuple):
+    """One tool that fits a task."""
+
+    entry: Entry
+    score: float
+    reasons: list[str]
+
+
+def search(listing: Listing, task: str, limit: int) -> list[Found]:
+    """The tools that fit a task, best first (the skill router over `server__tool` and the description)."""
+    by_name = {e.qualified: e for e in listing.entries}
+    router = Router((e.qualified, e.description) for e in listing.entries)
+    return [Found(by_name[m.name], m.score, m.reasons) for m in router.route(task, limit)]

@@ -1,0 +1,213 @@
+"""A proxied tool call behind the gates: resolve the tool, check its arguments, apply every workflow it triggers
+(enforce: run the missing prerequisites first, on the same upstream; warn and suggest: say so), call it, record.
+
+Nothing reaches an upstream before the gate allows it (DESIGN §9): a refusal or a bad argument sends nothing, and
+the main call is sent only after every prerequisite an enforce workflow needed has run and been recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from mcp_types import CallToolResult, TextContent
+
+from ..errors import AbilitiesError, NextCall, Refused
+from ..prerequisites.gates import Check, Matched, check, tool_matches
+from ..prerequisites.sessions import MAX_RESULT_CHARS, SessionState
+from ..prerequisites.workflows import Prerequisite, Workflows
+from .arguments import Unfilled, fill, schema_problems
+from .config import Gateway
+from .directory import Entry, Listing, discover, resolve, split
+from .upstreams import UpstreamError, Upstreams
+
+# A prerequisite the gateway runs is tried this many times before the workflow is aborted (the seed's rule).
+PREREQUISITE_ATTEMPTS = 3
+
+
+class BadArguments(AbilitiesError):
+    """Arguments that do not fit the upstream tool's input schema: nothing was sent."""
+
+
+class PrerequisiteFailed(AbilitiesError):
+    """A prerequisite the gateway ran failed every attempt: the main call was not sent."""
+
+
+class Ran(NamedTuple):
+    """One prerequisite the gateway ran before the main call."""
+
+    workflow: str
+    step: int
+    tool: str
+    arguments: dict[str, Any]
+    attempts: int
+
+
+class Gate(NamedTuple):
+    """What the gates did to one call."""
+
+    verdict: str
+    ran: list[Ran]
+    warnings: list[str]
+
+
+class Outcome(NamedTuple):
+    """A proxied call's upstream result and its gate."""
+
+    entry: Entry
+    result: CallToolResult
+    gate: Gate
+
+
+class Planned(NamedTuple):
+    """A prerequisite to run: which workflow wants it, on which upstream tool, with what arguments."""
+
+    workflow: str
+    prerequisite: Prerequisite
+    entry: Entry
+    arguments: dict[str, Any]
+
+
+class Proxy:
+    """The gateway's calls for one server: its upstreams, the project's workflows and the session records."""
+
+    def __init__(self, gateway: Gateway, workflows: Workflows, upstreams: Upstreams, sessions: SessionState):
+        self.gateway = gateway
+        self.workflows = workflows
+        self.upstreams = upstreams
+        self.sessions = sessions
+
+    async def listing(self, name: str | None = None) -> Listing:
+        """The upstream tools; for `server__tool`, only that server's (the others are not started)."""
+        config = self.gateway.current()
+        server = split(name, config)[0] if name else None
+        return await discover(config, self.upstreams, only=server)
+
+    async def call(self, name: str, arguments: dict[str, Any], session_id: str) -> Outcome:
+        """Call an upstream tool through the gates; raises Refused, BadArguments, PrerequisiteFailed, UpstreamError."""
+        listing = await self.listing(name)
+        entry = resolve(name, listing)
+        problems = schema_problems(entry.input_schema, arguments)
+        if problems:
+            raise BadArguments(_bad_arguments(entry, problems))
+        found = self.workflows.current()
+        first = check(found, entry.qualified, "", self.sessions.done(session_id))
+        ran: list[Ran] = []
+        if first.verdict == "deny":
+            plan = await self._plan(first, entry, arguments)
+            ran = [await self._run(step, session_id) for step in plan]
+        after = check(found, entry.qualified, "", self.sessions.done(session_id))
+        if after.verdict == "deny":  # cannot happen unless the records were cleared meanwhile: never send
+            raise Refused(f"{entry.qualified!r} is still gated", "prerequisites missing", [])
+        result = await self._upstream_call(entry, arguments)
+        if not result.is_error:
+            self.sessions.record(session_id, found, entry.qualified, text_of(result))
+        return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + found.warnings()))
+
+    async def _plan(self, gate: Check, entry: Entry, arguments: dict[str, Any]) -> list[Planned]:
+        """The missing prerequisites of every enforce workflow, in step order, each tool once, arguments filled;
+        Refused naming the calls to make when one cannot be run."""
+        wanted: dict[str, tuple[Matched, Prerequisite]] = {}
+        for m in gate.matched:
+            if m.verdict == "deny":
+                for p in m.missing:
+                    wanted.setdefault(p.tool, (m, p))
+        everything = await self.listing()
+        plan, blocked = [], []
+        for m, p in wanted.values():
+            target = _upstream_tool(p.tool, entry.server, everything)
+            try:
+                filled = {**p.params, **fill(p.arguments, arguments)}
+            except Unfilled as exc:
+                blocked.append((m, p, target, f"{exc.reference} is not an argument of this call"))
+                continue
+            if target is None:
+                blocked.append((m, p, None, "no upstream server offers it"))
+                continue
+            problems = schema_problems(target.input_schema, filled)
+            if problems:
+                blocked.append((m, p, target, "its arguments cannot be filled (" + "; ".join(problems) + ")"))
+                continue
+            plan.append(Planned(m.workflow.name, p, target, filled))
+        if blocked:
+            raise _cannot_run(entry, blocked, arguments)
+        return plan
+
+    async def _run(self, step: Planned, session_id: str) -> Ran:
+        """Run one prerequisite, up to PREREQUISITE_ATTEMPTS times, and record it; abort the workflow if it fails."""
+        error = ""
+        for attempt in range(1, PREREQUISITE_ATTEMPTS + 1):
+            try:
+                result = await self._upstream_call(step.entry, step.arguments)
+            except UpstreamError as exc:
+                error = str(exc)
+                continue
+            if result.is_error:
+                error = text_of(result) or "the tool reported an error"
+                continue
+            self.sessions.record(session_id, self.workflows.current(), step.entry.qualified, text_of(result))
+            return Ran(step.workflow, step.prerequisite.step, step.entry.qualified, step.arguments, attempt)
+        p = step.prerequisite
+        raise PrerequisiteFailed(
+            f"Workflow {step.workflow!r} failed at step {p.step} ({p.tool}): {error}\n"
+            f"Tried {PREREQUISITE_ATTEMPTS} times as {step.entry.qualified}({_args(step.arguments)}); the gated call "
+            "was not sent."
+        )
+
+    async def _upstream_call(self, entry: Entry, arguments: dict[str, Any]) -> CallToolResult:
+        upstream = self.gateway.current().upstreams[entry.server]
+        return await self.upstreams.connection(upstream).call(entry.name, arguments)
+
+
+def _upstream_tool(wanted: str, server: str, listing: Listing) -> Entry | None:
+    """The tool a prerequisite names: on the gated call's server first, else the one other server that has it."""
+    matching = [e for e in listing.entries if tool_matches(e.qualified, wanted) or e.name == wanted]
+    same = [e for e in matching if e.server == server]
+    if same:
+        return same[0]
+    return matching[0] if len(matching) == 1 else None
+
+
+def _cannot_run(entry: Entry, blocked: list, arguments: dict[str, Any]) -> Refused:
+    """Refuse the call, naming each prerequisite the gateway could not run and the calls that would satisfy it."""
+    why = "; ".join(
+        f"step {p.step} ({p.tool}) of workflow {m.workflow.name!r}: {reason}" for m, p, _, reason in blocked
+    )
+    calls = [
+        NextCall("tool_call", {"tool": target.qualified if target else p.tool, "arguments": dict(p.params)})
+        for _, p, target, _ in blocked
+    ]
+    calls.append(NextCall("tool_call", {"tool": entry.qualified, "arguments": arguments}))
+    return Refused(
+        f"{entry.qualified!r} is gated by an enforce workflow whose prerequisites the gateway cannot run itself: {why}",
+        "prerequisites missing in this session",
+        calls,
+    )
+
+
+def _bad_arguments(entry: Entry, problems: list[str]) -> str:
+    return (
+        f"Arguments for {entry.qualified!r} do not fit its input schema; nothing was sent: " + "; ".join(problems) + "."
+        f" Its schema: {entry.input_schema}"
+    )
+
+
+def _warnings(gate: Check) -> list[str]:
+    """What the call ran without: a warn workflow's missing steps as a warning, a suggest workflow's as a note."""
+    out = []
+    for m in gate.matched:
+        missing = ", ".join(f"{p.tool} (step {p.step})" for p in m.missing)
+        if m.verdict == "warn":
+            out.append(f"Warning: workflow {m.workflow.name!r} (warn) expects {missing} to run first in this session.")
+        elif m.verdict == "suggest":
+            out.append(f"Note: workflow {m.workflow.name!r} suggests {missing} first.")
+    return out
+
+
+def _args(arguments: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+
+
+def text_of(result: CallToolResult) -> str:
+    """A result as the short text a session record keeps: its text blocks, else a word for each other block."""
+    parts = [b.text if isinstance(b, TextContent) else f"[{b.type}]" for b in result.content]
+    return " ".join(parts).strip()[:MAX_RESULT_CHARS]

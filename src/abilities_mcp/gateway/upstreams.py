@@ -1,0 +1,233 @@
+"""Connections to the upstream servers: opened on first use, kept for the server's life, restarted after a failure.
+
+Each connection lives in its own task of the server's task group (the SDK's client must be entered and left by one
+task), talks through the official SDK client, and sends the upstream's stderr to a file of its own, so it never
+reaches our stdout and its tail can be quoted when the upstream fails. A failure is a `UpstreamError` for the
+call that met it, never for the server: the next call starts the upstream again.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import IO, Any
+
+import anyio
+from anyio.abc import TaskGroup
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import REQUEST_TIMEOUT, CallToolResult, Tool
+
+from ..errors import AbilitiesError
+from .config import Upstream
+
+log = logging.getLogger(__name__)
+
+# This much of an upstream's stderr is quoted when it fails: its last lines say why.
+STDERR_TAIL_BYTES = 2_000
+# A connection whose last call timed out must answer a ping this fast before it is trusted again.
+PING_SECONDS = 5.0
+# An upstream listing more pages of tools than this is cut off there (a paginator that never ends).
+MAX_TOOL_PAGES = 50
+
+
+class UpstreamError(AbilitiesError):
+    """An upstream that failed to start, died, or did not answer in time: its name, what happened, its stderr."""
+
+    def __init__(self, server: str, what: str, stderr: str = ""):
+        self.server = server
+        tail = f" Its stderr ends with:\n{stderr.rstrip()}" if stderr.strip() else " It wrote nothing to stderr."
+        super().__init__(
+            f"Upstream server {server!r} {what}.{tail}\nThe next call starts it again; if it keeps failing, "
+            f"check its entry in gateway.json."
+        )
+
+
+class Connection:
+    """One upstream server: its client while it lives, its tools, its stderr file."""
+
+    def __init__(self, upstream: Upstream, tasks: TaskGroup):
+        self.upstream = upstream
+        self._tasks = tasks
+        self._lock = anyio.Lock()
+        self._client: Client | None = None
+        self._stop = anyio.Event()
+        self._stderr: IO[bytes] | None = None
+        self._tools: list[Tool] | None = None
+        self._suspect = False  # the last call timed out: ping before trusting it again
+
+    @property
+    def name(self) -> str:
+        return self.upstream.name
+
+    async def tools(self) -> list[Tool]:
+        """The upstream's tools, listed once per connection."""
+        client = await self._connected()
+        if self._tools is None:
+            self._tools = await self._guarded(self._list_tools(client), "listing its tools")
+        return self._tools
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+        """Call one tool; an upstream error result is returned as it is, a failure raises UpstreamError."""
+        client = await self._connected()
+        return await self._guarded(client.call_tool(tool, arguments), f"calling {tool!r}", timed=True)
+
+    async def close(self) -> None:
+        """Stop the upstream (the SDK closes its stdin, then terminates its process group)."""
+        self._stop.set()
+        self._client, self._tools = None, None
+
+    def release(self) -> None:
+        """Close the stderr file once the connection's task has ended."""
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def stderr_tail(self) -> str:
+        """The last lines the upstream wrote to stderr."""
+        if self._stderr is None:
+            return ""
+        fd = self._stderr.fileno()
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, STDERR_TAIL_BYTES, max(0, size - STDERR_TAIL_BYTES))
+        return data.decode("utf-8", "replace")
+
+    async def _connected(self) -> Client:
+        async with self._lock:
+            if self._client is not None and self._suspect and not await self._answers_ping(self._client):
+                await self.close()
+            if self._client is None:
+                self._client = await self._start()
+                self._suspect = False
+            return self._client
+
+    async def _answers_ping(self, client: Client) -> bool:
+        with anyio.move_on_after(PING_SECONDS):
+            try:
+                await client.send_ping()
+                return True
+            except Exception:  # a dead or confused upstream: either way it is restarted
+                return False
+        return False
+
+    async def _start(self) -> Client:
+        """Start the upstream in a task of its own and wait for its handshake (bounded by its timeout)."""
+        if self._stderr is not None:
+            self._stderr.close()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed at the next start or at shutdown
+        self._stop = anyio.Event()
+        ready = anyio.Event()
+        outcome: list[Client | BaseException] = []
+        self._tasks.start_soon(self._serve, ready, outcome, self._stop, self._stderr, name=f"upstream {self.name}")
+        await ready.wait()
+        if isinstance(outcome[0], BaseException):
+            raise self._failure(outcome[0], "failed to start")
+        return outcome[0]
+
+    async def _serve(self, ready: anyio.Event, outcome: list, stop: anyio.Event, stderr: IO[bytes]) -> None:
+        """The connection's task: enter the client, hand it over, hold it until stopped; never raise."""
+        with anyio.CancelScope() as scope:
+            scope.deadline = anyio.current_time() + self.upstream.timeout  # the handshake's bound
+            try:
+                async with Client(self._transport(stderr), mode="legacy") as client:
+                    scope.deadline = math.inf
+                    outcome.append(client)
+                    ready.set()
+                    await stop.wait()
+            except Exception as exc:  # anything the upstream does must not reach the server's task group
+                if not outcome:
+                    outcome.append(exc)
+                else:
+                    log.info("upstream %r closed: %s", self.name, exc)
+        if not outcome:
+            outcome.append(TimeoutError(f"did not answer the MCP handshake within {self.upstream.timeout:g}s"))
+        ready.set()
+
+    def _transport(self, stderr: IO[bytes]) -> Any:
+        u = self.upstream
+        if u.url is not None:
+            import httpx2
+
+            return streamable_http_client(u.url, http_client=httpx2.AsyncClient(headers=u.headers))
+        params = StdioServerParameters(command=u.command or "", args=list(u.args), env=u.env or None, cwd=u.cwd)
+        return stdio_client(params, errlog=stderr)  # type: ignore[arg-type]  # only its fileno is used
+
+    async def _list_tools(self, client: Client) -> list[Tool]:
+        tools: list[Tool] = []
+        cursor = None
+        for _ in range(MAX_TOOL_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools += page.tools
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+    async def _guarded(self, work: Any, doing: str, timed: bool = False) -> Any:
+        """Await upstream work within the timeout; a failure closes the connection and says why, stderr and all."""
+        try:
+            with anyio.fail_after(self.upstream.timeout):
+                return await work
+        except TimeoutError:
+            self._suspect = True
+            raise UpstreamError(
+                self.name, f"did not answer within {self.upstream.timeout:g}s while {doing}", self.stderr_tail()
+            ) from None
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                self._suspect = True
+            else:
+                await self.close()
+            raise self._failure(exc, f"failed while {doing}") from None
+        except Exception as exc:
+            await self.close()
+            raise self._failure(exc, f"failed while {doing}") from None
+
+    def _failure(self, exc: BaseException, what: str) -> UpstreamError:
+        if isinstance(exc, FileNotFoundError | PermissionError):
+            why = f"cannot run {self.upstream.command!r} ({exc.strerror}); fix `command` in gateway.json"
+            return UpstreamError(self.name, f"{what}: {why}")
+        detail = str(exc) or type(exc).__name__
+        return UpstreamError(self.name, f"{what}: {detail}", self.stderr_tail())
+
+
+class Upstreams:
+    """Every connection of one server's life, by upstream name; nothing connects until a call needs it."""
+
+    def __init__(self, tasks: TaskGroup):
+        self._tasks = tasks
+        self._connections: dict[str, Connection] = {}
+
+    def connection(self, upstream: Upstream) -> Connection:
+        """The connection to an upstream; a changed entry in gateway.json replaces the old one."""
+        found = self._connections.get(upstream.name)
+        if found is None or found.upstream != upstream:
+            if found is not None:
+                self._tasks.start_soon(found.close)
+            found = self._connections[upstream.name] = Connection(upstream, self._tasks)
+        return found
+
+    def all(self) -> list[Connection]:
+        return list(self._connections.values())
+
+    async def close(self) -> None:
+        for connection in self._connections.values():
+            await connection.close()
+
+
+@asynccontextmanager
+async def upstreams() -> AsyncIterator[Upstreams]:
+    """The server's upstream connections, all stopped when it shuts down."""
+    async with anyio.create_task_group() as tasks:
+        found = Upstreams(tasks)
+        try:
+            yield found
+        finally:
+            await found.close()
+    for connection in found.all():
+        connection.release()

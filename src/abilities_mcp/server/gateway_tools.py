@@ -1,0 +1,151 @@
+"""The gateway tools (DESIGN §5): tool_search and tool_call over the upstream servers of gateway.json.
+
+Thin: gateway/proxy.py does the work (discovery, arguments, gates, prerequisites, the upstream call); here its
+answers become results and its refusals tool errors.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, Field
+
+from ..errors import AbilitiesError
+from ..gateway.config import Gateway
+from ..gateway.directory import search
+from ..gateway.proxy import Outcome, Proxy
+from ..prerequisites.gates import categories_of
+from ..prerequisites.sessions import SessionState
+from ..prerequisites.workflows import Workflows
+from .views import iso
+
+
+class FoundTool(BaseModel):
+    tool: str = Field(description="The name to pass to tool_call: server__tool")
+    server: str = Field(description="The upstream server (gateway.json) that offers it")
+    category: str | None = Field(None, description="Its category in the tool-routing cache, if it has one")
+    description: str
+    input_schema: dict[str, Any] = Field(description="The JSON Schema its arguments must fit")
+    score: float = Field(description="0..1, higher fits the task better")
+    reasons: list[str] = Field(description="The task's words found in its name or description")
+
+
+class ToolCache(BaseModel):
+    refreshed_at: str | None = Field(description="When the tools were listed")
+    stale: bool = Field(description="true: the listing is older than a day and is being refreshed")
+
+
+class ToolSearch(BaseModel):
+    tools: list[FoundTool] = Field(description="Best first; empty when no tool fits")
+    cache: ToolCache
+    warnings: list[str] = Field(default_factory=list, description="Upstream servers that could not be listed, and why")
+
+
+class RanPrerequisite(BaseModel):
+    workflow: str
+    step: int
+    tool: str = Field(description="The upstream tool the gateway called (server__tool)")
+    arguments: dict[str, Any]
+    attempts: int = Field(description="1 unless earlier attempts failed")
+
+
+class GateInfo(BaseModel):
+    verdict: str = Field(
+        description="allow | suggest | warn | deny (deny: an enforce workflow's prerequisites were missing and "
+        "the gateway ran them first: ran_prerequisites)"
+    )
+    ran_prerequisites: list[RanPrerequisite] = Field(description="What the gateway ran before the call, in order")
+    warnings: list[str] = Field(description="warn workflows' missing steps, suggest workflows' notes")
+
+
+class ToolCallOutput(BaseModel):
+    tool: str = Field(description="The upstream tool called (server__tool); its result is this call's content")
+    server: str
+    is_error: bool = Field(description="The upstream reported an error")
+    structured_content: dict[str, Any] | None = Field(None, description="The upstream's structured result, if any")
+    gate: GateInfo
+
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+# An upstream tool may do anything: the gateway cannot promise it is read-only or harmless.
+PROXIES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
+
+
+def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows, ttl_seconds: float) -> None:
+    """tool_search and tool_call, over the upstreams of gateway.json and the connection's session records."""
+
+    def proxy(ctx: Context) -> tuple[Proxy, str]:
+        session = ctx.request_context.lifespan_context
+        sessions = SessionState(session.store, ttl_seconds)
+        return Proxy(gateway, workflows, session.upstreams, sessions), session.session_id(ctx)
+
+    @server.tool(name="tool_search", annotations=READ_ONLY)
+    async def tool_search(
+        task: Annotated[str, Field(description="What you want to do, in the user's words")],
+        ctx: Context,
+        limit: Annotated[int, Field(ge=1, le=50, description="How many tools at most")] = 5,
+    ) -> ToolSearch:
+        """Find the tool for a task among the MCP servers behind this gateway (gateway.json). Call the one you pick
+        with tool_call(tool, arguments), its arguments fitting input_schema."""
+        listing = await proxy(ctx)[0].listing()
+        categories = workflows.current().categories
+        tools = [
+            FoundTool(
+                tool=f.entry.qualified,
+                server=f.entry.server,
+                category=min(categories_of(f.entry.qualified, categories), default=None),
+                description=f.entry.description,
+                input_schema=f.entry.input_schema,
+                score=f.score,
+                reasons=f.reasons,
+            )
+            for f in search(listing, task, limit)
+        ]
+        cache = ToolCache(refreshed_at=iso(listing.refreshed_at), stale=False)
+        return ToolSearch(tools=tools, cache=cache, warnings=listing.problems)
+
+    @server.tool(name="tool_call", annotations=PROXIES)
+    async def tool_call(
+        tool: Annotated[str, Field(description="server__tool as tool_search names it, or the bare tool name")],
+        ctx: Context,
+        arguments: Annotated[
+            dict[str, Any] | None, Field(description="The tool's arguments, fitting its input_schema")
+        ] = None,
+    ) -> ToolCallOutput:
+        """Call a tool of an MCP server behind this gateway. Workflows (workflows.json) apply: in enforce mode the
+        gateway first runs the missing prerequisite tools itself (gate.ran_prerequisites), or refuses naming the
+        calls to make; warn and suggest workflows add gate.warnings."""
+        gated, session_id = proxy(ctx)
+        try:
+            outcome = await gated.call(tool, arguments or {}, session_id)
+        except AbilitiesError as exc:
+            raise ToolError(str(exc)) from exc
+        return _result(outcome)
+
+
+def _result(outcome: Outcome) -> Any:
+    """The upstream's content as this call's content (its warnings after it), the gate in structured content."""
+    gate = outcome.gate
+    info = GateInfo(
+        verdict=gate.verdict,
+        ran_prerequisites=[RanPrerequisite(**r._asdict()) for r in gate.ran],
+        warnings=gate.warnings,
+    )
+    result = outcome.result
+    output = ToolCallOutput(
+        tool=outcome.entry.qualified,
+        server=outcome.entry.server,
+        is_error=bool(result.is_error),
+        structured_content=result.structured_content,
+        gate=info,
+    )
+    notes = [f"[gateway] ran first: {r.tool} (workflow {r.workflow!r}, step {r.step})" for r in gate.ran]
+    notes += [f"[gateway] {w}" for w in gate.warnings]
+    extra = [TextContent(type="text", text="\n".join(notes))] if notes else []
+    return CallToolResult(
+        content=[*result.content, *extra], structured_content=output.model_dump(), is_error=result.is_error
+    )

@@ -1,0 +1,188 @@
+"""The gateway in front of the real mcp-server-sqlite (PyPI, its own mcp 1.x environment): an enforce workflow's
+prerequisites run by the gateway itself, in order, recorded in the session; refusals that send nothing; warn and
+suggest; arguments checked against the upstream's schema; unknown tools."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from upstream_servers import sqlite_server
+
+from abilities_mcp.server.app import create_server
+from abilities_mcp.state.project import Project
+
+SAFE_QUERY = {
+    "description": "Inspect the tables before querying them",
+    "triggers": {"tools": ["read_query"]},
+    "prerequisites": [
+        {"step": 1, "tool": "list_tables", "description": "Which tables exist"},
+        {
+            "step": 2,
+            "tool": "describe_table",
+            "description": "The columns of the table queried",
+            "arguments": {"table_name": "$args.table"},
+        },
+    ],
+    "mode": "enforce",
+}
+
+
+def write_project(root: Path, workflows: dict[str, Any], database: Path | None = None) -> Path:
+    """A project with a small database behind the sqlite upstream, and the given workflows."""
+    if database is None:
+        database = root / "shop.db"
+        with sqlite3.connect(database) as db:
+            db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+            db.executemany("INSERT INTO users (name) VALUES (?)", [("ada",), ("grace",)])
+    server = {"command": str(sqlite_server()), "args": ["--db-path", str(database)], "timeout": "30s"}
+    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"sqlite": server}}))
+    (root / "workflows.json").write_text(json.dumps(workflows))
+    return database
+
+
+@pytest.fixture
+def gated(project: Project) -> Callable[[dict[str, Any]], Any]:
+    """gated(workflows) → a client of a server whose gateway fronts mcp-server-sqlite under those workflows."""
+
+    def make(workflows: dict[str, Any]) -> Any:
+        write_project(project.root, workflows)
+        return Client(create_server(project))
+
+    return make
+
+
+@pytest.fixture
+async def client(gated) -> AsyncIterator[Client]:
+    async with gated({"safe-query": SAFE_QUERY}) as c:
+        yield c
+
+
+async def tool_call(client: Client, tool: str, arguments: dict[str, Any] | None = None, session: str = "s1") -> Any:
+    return await client.call_tool("tool_call", {"tool": tool, "arguments": arguments}, meta={"sessionID": session})
+
+
+def text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+async def recorded(client: Client, session: str = "s1") -> dict[str, list[dict[str, Any]]]:
+    status = await client.call_tool("workflow_status", {}, meta={"sessionID": session})
+    return status.structured_content["completed"]
+
+
+async def test_enforce_runs_list_tables_then_describe_table_itself_before_the_query(client) -> None:
+    result = await tool_call(client, "sqlite__read_query", {"query": "SELECT name FROM users", "table": "users"})
+
+    assert not result.is_error, text(result)
+    assert "'name': 'ada'" in text(result) and "'name': 'grace'" in text(result)
+    gate = result.structured_content["gate"]
+    assert gate["verdict"] == "deny"
+    assert [(r["step"], r["tool"], r["arguments"]) for r in gate["ran_prerequisites"]] == [
+        (1, "sqlite__list_tables", {}),
+        (2, "sqlite__describe_table", {"table_name": "users"}),
+    ]
+    # What the upstream answered to each, in the order it answered, as the session keeps it.
+    steps = (await recorded(client))["safe-query"]
+    assert [(s["step"], s["tool"]) for s in steps] == [(1, "list_tables"), (2, "describe_table")]
+    assert steps[0]["at"] <= steps[1]["at"]
+    assert "'name': 'users'" in steps[0]["result"]
+    assert "'name': 'id'" in steps[1]["result"] and "'type': 'INTEGER'" in steps[1]["result"]
+    assert all(len(s["result"]) <= 200 for s in steps)
+
+
+async def test_a_second_query_in_the_session_runs_no_prerequisite_again(client) -> None:
+    first = await tool_call(client, "read_query", {"query": "SELECT 1", "table": "users"})
+    assert len(first.structured_content["gate"]["ran_prerequisites"]) == 2, text(first)
+
+    second = await tool_call(client, "read_query", {"query": "SELECT count(*) AS n FROM users"})
+
+    assert not second.is_error, text(second)
+    assert second.structured_content["gate"] == {"verdict": "allow", "ran_prerequisites": [], "warnings": []}
+    assert "'n': 2" in text(second)
+
+
+async def test_prerequisites_whose_arguments_cannot_be_filled_refuse_the_call_naming_them_and_send_nothing(
+    client,
+) -> None:
+    result = await tool_call(client, "sqlite__read_query", {"query": "SELECT name FROM users"})
+
+    assert result.is_error
+    message = text(result)
+    assert "step 2 (describe_table) of workflow 'safe-query'" in message
+    assert "$args.table is not an argument of this call" in message
+    assert "tool_call(tool='sqlite__describe_table'" in message
+    assert "tool_call(tool='sqlite__read_query'" in message
+    assert await recorded(client) == {}  # not even list_tables ran: nothing is sent before the whole plan holds
+
+
+async def test_calling_the_prerequisites_through_the_gateway_records_them_and_then_the_query_runs(client) -> None:
+    for tool, arguments in (("list_tables", {}), ("describe_table", {"table_name": "users"})):
+        result = await tool_call(client, f"sqlite__{tool}", arguments)
+        assert not result.is_error, text(result)
+        assert result.structured_content["gate"]["verdict"] == "allow"
+
+    query = await tool_call(client, "sqlite__read_query", {"query": "SELECT name FROM users WHERE id = 2"})
+
+    assert not query.is_error, text(query)
+    assert query.structured_content["gate"]["ran_prerequisites"] == []
+    assert "grace" in text(query) and "ada" not in text(query)
+
+
+async def test_records_belong_to_the_session(client) -> None:
+    await tool_call(client, "read_query", {"query": "SELECT 1", "table": "users"}, session="one")
+
+    other = await tool_call(client, "read_query", {"query": "SELECT 1", "table": "users"}, session="two")
+
+    assert len(other.structured_content["gate"]["ran_prerequisites"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("mode", "prefix"), [("warn", "Warning: workflow 'safe-query' (warn)"), ("suggest", "Note: workflow 'safe-query'")]
+)
+async def test_warn_and_suggest_run_the_call_and_say_what_was_missing(gated, mode: str, prefix: str) -> None:
+    async with gated({"safe-query": {**SAFE_QUERY, "mode": mode}}) as client:
+        result = await tool_call(client, "sqlite__read_query", {"query": "SELECT name FROM users"})
+        steps = await recorded(client)
+
+    assert not result.is_error, text(result)
+    gate = result.structured_content["gate"]
+    assert gate["verdict"] == mode
+    assert gate["ran_prerequisites"] == []
+    assert gate["warnings"][0].startswith(prefix)
+    assert "list_tables (step 1), describe_table (step 2)" in gate["warnings"][0]
+    assert f"[gateway] {gate['warnings'][0]}" in text(result)  # the model reads it beside the result
+    assert "ada" in text(result)
+    assert steps == {}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ({}, "'query' is a required property"),
+        ({"query": 42}, "at 'query': 42 is not of type 'string'"),
+    ],
+    ids=["missing-required", "wrong-type"],
+)
+async def test_arguments_that_break_the_upstream_schema_are_refused_before_anything_is_sent(
+    client, arguments: dict[str, Any], said: str
+) -> None:
+    result = await tool_call(client, "sqlite__read_query", arguments)
+
+    assert result.is_error
+    assert "do not fit its input schema; nothing was sent" in text(result)
+    assert said in text(result)
+    assert await recorded(client) == {}  # the gate's prerequisites did not run either
+
+
+async def test_an_unknown_tool_gets_a_did_you_mean(client) -> None:
+    result = await tool_call(client, "sqlite__read_querry", {"query": "SELECT 1"})
+
+    assert result.is_error
+    assert "Unknown tool 'sqlite__read_querry'" in text(result)
+    assert "Did you mean 'sqlite__read_query'?" in text(result)
