@@ -163,6 +163,7 @@ def test_a_state_file_in_the_project_is_not_read_and_a_notice_names_both_paths_a
     assert done.stderr.count("is no longer read") == 1
     assert str(legacy) in done.stderr and str(project.state_db) in done.stderr
     assert f"mv {legacy.parent}/state.db* {project.state_dir}/" in done.stderr
+    assert f"rm {legacy.parent}/state.db*" in done.stderr  # a file an agent could have planted: not to be adopted
     assert "no longer read" not in done.stdout
 
 
@@ -170,7 +171,7 @@ def test_the_notice_s_command_moves_the_runs_to_where_they_are_read(root: Path) 
     plant_run(root / ".abilities" / "state.db", "run_old")
     notice = cli(root, "history").stderr  # `history` makes the new file: move over it, as a person would after
     Project.resolve(root).state_db.unlink()
-    command = notice.strip().splitlines()[-1]
+    [command] = [line for line in notice.splitlines() if line.startswith("  mkdir -p -m 700 ")]
 
     moved = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=CLI_TIMEOUT)
     after = cli(root, "status", "run_old")

@@ -63,12 +63,13 @@ class Project:
             return None
         import shlex
 
-        move = f"mkdir -p -m 700 {shlex.quote(str(self.state_dir))} && mv {shlex.quote(str(legacy.parent))}/state.db* "
+        old, new = shlex.quote(str(legacy.parent)), shlex.quote(str(self.state_dir))
         return (
             f"abilities-mcp: {str(legacy)!r} is no longer read: the state file (runs, approvals, workflow records) now "
             f"lives outside the project, at {str(self.state_db)!r}, where an agent whose shell is sandboxed to the "
-            f"project cannot write it. To keep its runs and history, stop the server and move it:\n"
-            f"  {move}{shlex.quote(str(self.state_dir))}/"
+            "project cannot write it. If the old file holds runs you want to keep and no agent could have written it, "
+            f"stop the server and move it:\n  mkdir -p -m 700 {new} && mv {old}/state.db* {new}/\n"
+            f"Otherwise delete it:\n  rm {old}/state.db*"
         )
 
     def ability_dirs(self) -> list[tuple[Path, str]]:
