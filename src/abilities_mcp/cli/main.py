@@ -242,6 +242,10 @@ def skills(project: Project, args: argparse.Namespace) -> int:
     from ..skills.skillset import SkillSet
 
     skillset = SkillSet(project).refresh()
+    if args.action in ("plan", "sync"):
+        from . import plans
+
+        return plans.plan(skillset, args) if args.action == "plan" else plans.sync(skillset, args)
     if args.action == "read":
         return _read_skills(skillset, args.names)
     if args.action == "route":

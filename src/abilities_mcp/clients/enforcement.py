@@ -36,6 +36,7 @@ OWN_TOOLS = (
     "skill_route",
     "skill_load",
     "skill_read",
+    "skill_plan",
     "workflow_list",
     "workflow_check",
     "workflow_record",

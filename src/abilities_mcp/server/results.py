@@ -179,6 +179,33 @@ class SkillFileRead(BaseModel):
     truncated: bool = Field(False, description="Only the head of a large file was returned")
 
 
+class PlanTask(BaseModel):
+    text: str = Field(description="The task, its skill hints removed")
+    line: int = Field(description="Its line in the plan (0 for a task given as text)")
+    section: str | None = Field(None, description="The heading it is under")
+    parent: str | None = Field(None, description="The task it is a step of, for a nested item")
+
+
+class ChosenSkill(BaseModel):
+    name: str
+    reason: str
+
+
+class SkillProblem(BaseModel):
+    name: str
+    error: str
+
+
+class SkillPlan(BaseModel):
+    task: PlanTask | None = Field(description="The step's task; null when every task of the plan is done")
+    step_kind: str = Field(description="implementation or review")
+    skills: list[ChosenSkill] = Field(description="The skills for this step, in the order to follow them")
+    strategy: str = Field(description="hint (the task named skills), match (the router chose), or none")
+    errors: list[SkillProblem] = Field(description="Named skills that do not exist or could not be read")
+    truncated: list[str] = Field(description="Skills whose SKILL.md was cut to the budget in the prompt")
+    prompt: str = Field(description="OpenSkills' <available_skills> catalog and the chosen skills, ready to paste")
+
+
 class PrerequisiteInfo(BaseModel):
     step: int
     tool: str

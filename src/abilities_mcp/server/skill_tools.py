@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote, unquote
 
 import anyio
@@ -29,8 +29,20 @@ from mcp.types import (
 from pydantic import Field
 
 from ..errors import AbilitiesError
+from ..skills.plan import PlanError
+from ..skills.selection import DEFAULT_BODY_BUDGET, for_step
 from ..skills.skillset import SkillSet, bundled_files, read_skill_file, skill_content
-from .results import SkillFileRead, SkillList, SkillLoaded, SkillMatch, SkillRoute
+from .results import (
+    ChosenSkill,
+    PlanTask,
+    SkillFileRead,
+    SkillList,
+    SkillLoaded,
+    SkillMatch,
+    SkillPlan,
+    SkillProblem,
+    SkillRoute,
+)
 from .views import skill_list_view
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
@@ -110,6 +122,41 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
         router = await anyio.to_thread.run_sync(skillset.router)  # built (or rebuilt) off the event loop
         matches = router.route(task, limit)
         return SkillRoute(matches=[SkillMatch(**vars(m)) for m in matches])
+
+    @server.tool(name="skill_plan", annotations=READ_ONLY)
+    async def skill_plan(
+        plan: Annotated[str | None, Field(description="A Markdown checklist under the project (e.g. PLAN.md)")] = None,
+        task: Annotated[str | None, Field(description="The task, instead of a plan")] = None,
+        step_kind: Annotated[Literal["implementation", "review"], Field(description="The step's kind")] = (
+            "implementation"
+        ),
+        max_skills: Annotated[int | None, Field(ge=0, le=10, description="Default 2, or 1 for review")] = None,
+        budget: Annotated[int, Field(ge=1000, le=200_000, description="Characters per SKILL.md")] = (
+            DEFAULT_BODY_BUDGET
+        ),
+        include_references: Annotated[bool, Field(description="Add each skill's references/ files")] = False,
+    ) -> SkillPlan:
+        """For one step of a plan: the plan's next unchecked task (or the task given), the skills for it (those
+        the task names, `(skills: a, b)`, then the best matches), and a prompt block with the skills to paste into
+        the step's instructions. task is null when every task of the plan is done."""
+        try:
+            step = await anyio.to_thread.run_sync(
+                lambda: for_step(skillset, plan, task, step_kind, max_skills, budget, include_references)
+            )
+        except PlanError as exc:
+            raise ToolError(f"{exc}. Without a task from the plan, pick the task yourself.") from exc
+        found, chosen = step.task, step.selection
+        return SkillPlan(
+            task=PlanTask(text=found.text, line=found.line, section=found.section, parent=found.parent)
+            if found
+            else None,
+            step_kind=chosen.step_kind,
+            skills=[ChosenSkill(name=c.name, reason=c.reason) for c in chosen.skills],
+            strategy=chosen.strategy,
+            errors=[SkillProblem(**e) for e in chosen.errors],
+            truncated=chosen.truncated,
+            prompt=chosen.prompt,
+        )
 
     @server.tool(name="skill_load", annotations=READ_ONLY)
     async def skill_load(
