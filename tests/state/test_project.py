@@ -200,3 +200,29 @@ def test_no_notice_once_the_state_file_is_where_it_is_read(root: Path) -> None:
 
     assert done.returncode == 0 and "run_current" in done.stdout, done.stderr
     assert "no longer read" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "where", ["flag", "env", "state-home"], ids=["--state-dir", "ABILITIES_STATE_DIR", "XDG_STATE_HOME"]
+)
+def test_a_state_folder_inside_the_project_is_named_on_stderr_as_one_a_sandboxed_agent_can_write(
+    root: Path, where: str
+) -> None:
+    inside = root / "state"
+    args, env = ("--state-dir", str(inside)) if where == "flag" else (), {}
+    if where == "env":
+        env["ABILITIES_STATE_DIR"] = str(inside)
+    if where == "state-home":
+        env["XDG_STATE_HOME"] = str(inside)
+
+    done = cli(root, *args, "history", env=env)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("is inside the project") == 1 and "can still write it" in done.stderr
+    assert "inside the project" not in done.stdout
+
+
+def test_no_state_notice_for_the_default_folder(root: Path) -> None:
+    done = cli(root, "history")
+
+    assert done.returncode == 0 and done.stderr == "", done.stderr

@@ -41,8 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if command not in ("serve", "hook"):  # stdout is the protocol there: JSON, which escapes controls itself
         make_output_inert()
-    if command not in ("hook", "schema") and (notice := project.legacy_notice()):
-        print(notice, file=sys.stderr)  # never stdout: it carries the protocol
+    if command not in ("hook", "schema"):
+        for notice in project.notices():
+            print(notice, file=sys.stderr)  # never stdout: it carries the protocol
     try:
         return COMMANDS[command](project, args)
     except BrokenPipeError:  # `abilities-mcp schema ability | head`: the reader left, which is fine

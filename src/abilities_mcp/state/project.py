@@ -56,6 +56,20 @@ class Project:
         """Where older versions kept the state file, inside the project: never opened, see LEGACY_STATE_DIR."""
         return self.root / LEGACY_STATE_DIR / "state.db"
 
+    def notices(self) -> list[str]:
+        """What a person should know about where the state is, before a command uses it (printed to stderr)."""
+        return [n for n in (self.legacy_notice(), self.exposed_notice()) if n]
+
+    def exposed_notice(self) -> str | None:
+        """A state folder inside the project: a sandboxed agent may write the project, so it may write this."""
+        if not self.state_dir.is_relative_to(self.root):
+            return None
+        return (
+            f"abilities-mcp: the state folder {str(self.state_dir)!r} is inside the project {str(self.root)!r}, so an "
+            "agent whose shell the client sandboxes to the project can still write it, approvals included. Point "
+            "--state-dir, $ABILITIES_STATE_DIR or $XDG_STATE_HOME at a folder outside the project."
+        )
+
     def legacy_notice(self) -> str | None:
         """What to tell a person whose state file is still in the project and not yet where it is read now."""
         legacy = self.legacy_state_db
