@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import site
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from mcp import Client
 
+import abilities_mcp
 from abilities_mcp.files import MAX_NESTING
-from support import run_hook
+from support import raw_server, run_hook, state_db
 
 # A case is over in well under this; a hang (a FIFO opened for reading) would sit here until the bound.
 CASE_TIMEOUT_SECONDS = 60
@@ -302,3 +306,196 @@ async def test_a_skill_read_that_cannot_be_served_is_refused_saying_why(
     assert result.is_error, text
     assert words in text and "SECRET" not in text, text
     assert len(text) < 2000, "a refusal names the path, it does not echo 5,000 characters back"
+
+
+# --- a broken state file -------------------------------------------------------------------------------------------
+
+
+def _garbage(db: Path) -> None:
+    db.write_bytes(b"\x00\xffnot a database\n" * 4096)
+
+
+def _real_db(db: Path) -> None:
+    from abilities_mcp.state.store import Store
+
+    store = Store(db)
+    with store.transaction() as conn:
+        conn.execute("CREATE TABLE pad (x TEXT)")
+        conn.executemany("INSERT INTO pad VALUES (?)", [("x" * 1000,) for _ in range(200)])
+    store.close()
+
+
+def _truncated(db: Path) -> None:
+    _real_db(db)
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 2])
+
+
+def _sqlite(*statements: str) -> Callable[[Path], None]:
+    def make(db: Path) -> None:
+        import sqlite3
+
+        conn = sqlite3.connect(db)
+        for statement in statements:
+            conn.execute(statement)
+        conn.commit()
+        conn.close()
+
+    return make
+
+
+# (how the state file is broken, words of the reason)
+BROKEN_STATE = {
+    "state-garbage-bytes": (_garbage, "not a database"),
+    "state-truncated-in-half": (_truncated, ""),
+    "state-foreign-schema": (_sqlite("CREATE TABLE runs (id INTEGER, name TEXT)"), "'runs' table has no"),
+    "state-runs-missing-columns-current-version": (
+        _sqlite("CREATE TABLE runs (run_id TEXT PRIMARY KEY, ability TEXT)", "PRAGMA user_version=5"),
+        "'runs' table has no",
+    ),
+}
+
+
+def _broken_state(tmp_path: Path, case: str) -> tuple[Path, Path, bytes]:
+    root, _ = _project(tmp_path, "abilities/x.yaml", _text(GOOD))
+    db = state_db(root)  # where the server, the CLI and the hook find it by default
+    db.parent.mkdir(parents=True)
+    BROKEN_STATE[case][0](db)
+    return root, db, db.read_bytes()
+
+
+def _cli(root: Path, db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "abilities_mcp", "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=CASE_TIMEOUT_SECONDS,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _moved_aside(db: Path, before: bytes) -> Path:
+    aside = [
+        p
+        for p in db.parent.iterdir()
+        if p.name.startswith("state.db.corrupt-") and not p.name.endswith(("-wal", "-shm"))
+    ]
+    assert len(aside) == 1, sorted(p.name for p in db.parent.iterdir())
+    assert aside[0].read_bytes() == before, "the old file is kept as it was"
+    return aside[0]
+
+
+@pytest.mark.parametrize("case", list(BROKEN_STATE), ids=list(BROKEN_STATE))
+@pytest.mark.parametrize("command", ["status", "history"])
+def test_a_broken_state_file_is_moved_aside_and_the_command_goes_on_with_a_fresh_one(
+    tmp_path: Path, case: str, command: str
+) -> None:
+    root, db, before = _broken_state(tmp_path, case)
+
+    done = _cli(root, db, command)
+
+    assert done.returncode in (0, 1), done.stderr  # status: "No runs yet." is exit 1
+    assert "Traceback" not in done.stderr, done.stderr
+    aside = _moved_aside(db, before)
+    assert f"the state file {str(db)!r} was damaged" in done.stderr and BROKEN_STATE[case][1] in done.stderr
+    assert f"moved aside to {str(aside)!r}" in done.stderr and "nothing was deleted" in done.stderr
+    assert "Lost from view: the runs" in done.stderr and "Kept: the project's abilities" in done.stderr
+    again = _cli(root, db, command)
+    assert "damaged" not in again.stderr, "the fresh file is sound: nothing is moved twice"
+
+
+@pytest.mark.parametrize("case", list(BROKEN_STATE), ids=list(BROKEN_STATE))
+async def test_the_server_starts_on_a_broken_state_file_moving_it_aside_and_saying_so(
+    tmp_path: Path, case: str
+) -> None:
+    root, db, before = _broken_state(tmp_path, case)
+    log = tmp_path / "server.log"
+
+    async with raw_server(root, log) as server:
+        listed = await server.call_tool("ability_list", {})
+        run = await server.call_tool("ability_run", {"name": "good", "wait_seconds": 30})
+
+    assert "good" in [a["name"] for a in listed["abilities"]] and run["status"] == "completed"
+    aside = _moved_aside(db, before)
+    stderr = log.read_text()
+    assert "Traceback" not in stderr and f"moved aside to {str(aside)!r}" in stderr, stderr
+
+
+@pytest.mark.parametrize("case", list(BROKEN_STATE), ids=list(BROKEN_STATE))
+def test_the_hook_never_moves_a_broken_state_file_and_a_strict_gate_refuses(tmp_path: Path, case: str) -> None:
+    root, db, before = _broken_state(tmp_path, case)
+    shell = run_hook(root, "claude", "PreToolUse", {"session_id": "s", "tool_name": "Bash"})
+    read = run_hook(root, "claude", "PreToolUse", {"session_id": "s", "tool_name": "Read"})
+
+    assert shell.returncode == 2 and str(db) in shell.stderr and "cannot be read" in shell.stderr, shell.stderr
+    assert read.returncode == 0, read.stderr  # read-only tools still work
+    assert "Traceback" not in shell.stderr + read.stderr
+    assert sorted(p.name for p in db.parent.iterdir()) == ["state.db"], "the hook moves nothing"
+    if case in ("state-garbage-bytes", "state-truncated-in-half"):  # a sound SQLite file it opens like any other
+        assert db.read_bytes() == before
+
+
+def test_a_folder_in_place_of_the_state_file_stops_serve_and_the_cli_with_the_fix(tmp_path: Path) -> None:
+    root, _ = _project(tmp_path, "abilities/x.yaml", _text(GOOD))
+    db = state_db(root)
+    (db / "inside").mkdir(parents=True)
+
+    for args in (["status"], ["history"], ["serve"]):
+        done = _cli(root, db, *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert f"abilities-mcp: the state file {str(db)!r} is a folder, not a file" in done.stderr, done.stderr
+        assert "--state-dir" in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
+    assert (db / "inside").is_dir(), "a folder someone made is never moved"
+    hooked = run_hook(root, "claude", "PreToolUse", {"session_id": "s", "tool_name": "Bash"})
+    assert hooked.returncode == 2 and "is a folder" in hooked.stderr, hooked.stderr
+
+
+NOBODY = 65534
+
+
+def _as_nobody() -> list[str]:
+    """A prefix that runs this Python as an unprivileged user (root ignores file modes), or a skip saying why."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0:
+        return [sys.executable]  # already unprivileged: modes apply
+    if setpriv is None:
+        pytest.skip("running as root without setpriv(1): a read-only folder cannot be made to hold")
+    prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all"]
+    if subprocess.run([*prefix, sys.executable, "-c", "pass"], capture_output=True).returncode != 0:
+        pytest.skip("this machine's unprivileged user cannot run this Python")
+    return [*prefix, sys.executable]
+
+
+@pytest.mark.parametrize("what", ["state-folder", "project-and-state-folder"])
+def test_a_read_only_state_folder_stops_the_command_with_the_fix(what: str) -> None:
+    python = _as_nobody()
+    base = Path(tempfile.mkdtemp(prefix="abilities-readonly-"))
+    try:
+        base.chmod(0o755)
+        root, _ = _project(base, "abilities/x.yaml", _text(GOOD))
+        state = base / "state"
+        state.mkdir()
+        for folder in [state, *([root, root / "abilities"] if what != "state-folder" else [])]:
+            folder.chmod(0o555)
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(base),
+            "PYTHONPATH": os.pathsep.join([str(Path(abilities_mcp.__file__).parents[1]), *site.getsitepackages()]),
+        }
+        for args in (["status"], ["serve"]):
+            done = subprocess.run(
+                [*python, "-m", "abilities_mcp", "--root", str(root), "--state-dir", str(state), *args],
+                capture_output=True,
+                text=True,
+                timeout=CASE_TIMEOUT_SECONDS,
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+            assert done.returncode == 2, (args, done.stderr)
+            assert f"the state file {str(state / 'state.db')!r} cannot be opened for writing" in done.stderr
+            assert "must be writable by this user" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    finally:
+        for folder in base.rglob("*"):
+            if folder.is_dir():
+                folder.chmod(0o755)
+        shutil.rmtree(base)

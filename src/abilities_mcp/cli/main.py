@@ -44,11 +44,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command not in ("hook", "schema"):
         for notice in project.notices():
             print(notice, file=sys.stderr)  # never stdout: it carries the protocol
+    if command in STATE_COMMANDS and (code := _state_ready(project)) is not None:
+        return code
     try:
         return COMMANDS[command](project, args)
     except BrokenPipeError:  # `abilities-mcp schema ability | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _state_ready(project: Project) -> int | None:
+    """Open the state file before the command does: a damaged one is moved aside and a fresh one started (said on
+    stderr); a folder in its place or one this user cannot write stops the command with the fix (exit 2). A folder
+    is never moved: someone made it, and it may be a mount or hold more than a state file."""
+    from ..state.database import Database, StateFileError, open_state
+
+    try:
+        db, notice = open_state(project.state_db, Database)
+    except (StateFileError, OSError) as exc:
+        print(f"abilities-mcp: {exc}", file=sys.stderr)
+        return 2
+    db.close()
+    if notice:
+        print(notice, file=sys.stderr)
+    return None
 
 
 def serve(project: Project, args: argparse.Namespace) -> int:
@@ -297,11 +316,15 @@ def _route_skills(skillset, task: str, limit: int, as_json: bool) -> int:
 
 
 def schema(project: Project, args: argparse.Namespace) -> int:
-    """Print the JSON Schema of the ability format or of workflows.json, for editors."""
+    """Print the JSON Schema of the ability format, of workflows.json or of gateway.json, for editors."""
     if args.kind == "workflows":
         from ..prerequisites.spec import json_schema
 
         document = json_schema()
+    elif args.kind == "gateway":
+        from ..gateway.config import json_schema as gateway_schema
+
+        document = gateway_schema()
     else:
         from ..abilities.models import Ability
 
@@ -380,6 +403,8 @@ def init(project: Project, args: argparse.Namespace) -> int:
     )
 
 
+# The commands that read or write the state file.
+STATE_COMMANDS = {"serve", "run", "status", "history", "approve", "decide"}
 COMMANDS = {
     "serve": serve,
     "validate": validate,

@@ -355,8 +355,8 @@ def _step_verdict(hook: Hook, tool: str) -> Verdict:
             return Verdict("allow")
         raise StateUnreadable(
             f"abilities-mcp: {tool} refused: the state file {hook.project.state_db} cannot be read ({exc}), so the "
-            "hook cannot tell whether a strict run is waiting. Read-only tools still work. Fix or move the file "
-            "(`abilities-mcp status` shows the error), then try again."
+            "hook cannot tell whether a strict run is waiting. Read-only tools still work. Run "
+            "`abilities-mcp status`, which moves a damaged file aside or says what to fix, then try again."
         ) from exc
     return Verdict("allow") if position is None else tool_verdict(position, tool, hook.call.subagent, hook.call.skill)
 

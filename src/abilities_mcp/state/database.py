@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
+D = TypeVar("D", bound="Database")
 # How long a writer waits for another process's lock before giving up.
 BUSY_TIMEOUT_MS = 10_000
 # Pause between tries to switch a new file to WAL while another process holds it (see Database._enable_wal).
@@ -68,16 +70,61 @@ ADDED_COLUMNS = [
 ]
 
 
+# What SQLite says about a file that is not a sound database (garbage, cut short, damaged pages).
+_CORRUPT_WORDS = ("not a database", "malformed", "corrupt", "no such column", "has no column")
+# What it says when the file or its folder cannot be written by this user.
+_UNWRITABLE_WORDS = ("unable to open", "readonly", "read-only")
+
+
+class StateFileError(RuntimeError):
+    """The state file cannot be used as it is; the message names the file and the fix."""
+
+
+class StateCorrupt(StateFileError):
+    """The state file is not a sound abilities-mcp database: garbage, cut short, damaged, or another schema."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(
+            f"the state file {str(path)!r} is damaged or not an abilities-mcp state file ({reason}); "
+            "`abilities-mcp status` moves it aside (nothing is deleted) and starts a fresh one"
+        )
+
+
 class Database:
     """One connection to the state file, with the schema in place."""
 
     def __init__(self, path: Path, accept_newer: bool = False):
         """`accept_newer`: read a file a newer version wrote as far as this one understands it (the hook, which a
-        client may run from an older install than its server; versions only ever add tables and columns)."""
+        client may run from an older install than its server; versions only ever add tables and columns).
+
+        Raises StateCorrupt for a damaged file and StateFileError for one that cannot be opened (a folder, a folder
+        this user cannot write); never moves anything (see `open_state`)."""
         self.accept_newer = accept_newer
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the runs and approvals: the user's alone
         self.path = path
-        self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the runs and approvals: the user's alone
+        except OSError as exc:
+            raise _unwritable(path, exc) from exc
+        if path.is_dir():
+            raise StateFileError(
+                f"the state file {str(path)!r} is a folder, not a file; move the folder away, or point --state-dir "
+                "(or $ABILITIES_STATE_DIR) at another folder"
+            )
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            if (db := getattr(self, "db", None)) is not None:
+                db.close()
+            problem = _classified(path, exc)
+            if problem is exc:
+                raise
+            raise problem from exc
+
+    def _open(self) -> None:
+        self.db = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
         self.db.row_factory = sqlite3.Row
         self.db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self._enable_wal()
@@ -107,7 +154,7 @@ class Database:
         if version > SCHEMA_VERSION and self.accept_newer:
             return
         if version > SCHEMA_VERSION:
-            raise RuntimeError(
+            raise StateFileError(
                 f"{self.path} was written by a newer abilities-mcp (schema {version} > {SCHEMA_VERSION}); "
                 "upgrade abilities-mcp or point --state-dir elsewhere"
             )
@@ -150,3 +197,102 @@ class Database:
             yield
         finally:
             self.db.execute("COMMIT")
+
+
+def _expected_columns() -> dict[str, set[str]]:
+    """Each table of this version's schema and its columns, as SQLite reads _SCHEMA."""
+    scratch = sqlite3.connect(":memory:")
+    try:
+        scratch.executescript(_SCHEMA)
+        tables = [row[0] for row in scratch.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: {row[1] for row in scratch.execute(f"PRAGMA table_info({t})")} for t in tables if t[:7] != "sqlite_"}
+    finally:
+        scratch.close()
+
+
+def _classified(path: Path, exc: sqlite3.DatabaseError) -> Exception:
+    text = str(exc).lower()
+    if any(word in text for word in _UNWRITABLE_WORDS):
+        return _unwritable(path, exc)
+    if any(word in text for word in _CORRUPT_WORDS) or not isinstance(exc, sqlite3.OperationalError):
+        return StateCorrupt(path, str(exc))
+    return exc
+
+
+def _unwritable(path: Path, exc: Exception) -> StateFileError:
+    return StateFileError(
+        f"the state file {str(path)!r} cannot be opened for writing ({exc}); the file and its folder "
+        f"{str(path.parent)!r} must be writable by this user: fix their permissions (chmod u+rwx), or point "
+        "--state-dir (or $ABILITIES_STATE_DIR) at a folder that is"
+    )
+
+
+def open_state(path: Path, factory: Callable[[Path], D]) -> tuple[D, str | None]:
+    """Open the state file for the server or the CLI: a damaged one is moved aside, with its -wal and -shm, and a
+    fresh one started; returns the database and, when that happened, the notice to show. Nothing is deleted, and
+    a damaged file is judged before a byte of it changes. StateFileError (a folder, no write permission) is left
+    to the caller: those a person fixes."""
+    reason = _damage(path)
+    if reason is None:
+        try:
+            return factory(path), None
+        except StateCorrupt as exc:  # damage the read-only look could not see
+            reason = exc.reason
+    try:
+        aside = _move_aside(path)
+    except OSError as exc:
+        raise StateFileError(
+            f"the state file {str(path)!r} is damaged or not an abilities-mcp state file ({reason}) and could not be "
+            f"moved aside ({exc}); move it (and its -wal and -shm files) out of the way yourself, then start again"
+        ) from exc
+    return factory(path), (
+        f"abilities-mcp: the state file {str(path)!r} was damaged or not an abilities-mcp state file ({reason}). It "
+        f"was moved aside to {str(aside)!r} (with its -wal and -shm files; nothing was deleted) and a fresh state "
+        "file was started. Lost from view: the runs, their history and approvals, and the workflow prerequisites "
+        "recorded in it (read what survives with `sqlite3 OLD .recover`). Kept: the project's abilities, skills "
+        "and workflows.json, which live in the project."
+    )
+
+
+def _damage(path: Path) -> str | None:
+    """Why the file is not a sound state file, found read-only (every page read, every known table's columns);
+    None when it is sound, empty or absent. A folder or an unwritable file raises StateFileError."""
+    if path.is_dir():
+        Database(path)  # raises the folder's StateFileError
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    conn = sqlite3.connect(path.as_uri() + "?mode=ro", uri=True)
+    try:
+        found = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        if found != ["ok"]:
+            return "; ".join(found[:3])
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        added = {(t, c) for t, c, _ in ADDED_COLUMNS} if version < SCHEMA_VERSION else set()  # migration adds them
+        for table, columns in _expected_columns().items():
+            present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            missing = sorted(c for c in columns - present if (table, c) not in added)
+            if present and missing:  # an absent table is created on opening; a table without its columns is not ours
+                return f"its {table!r} table has no {', '.join(missing)} column"
+    except sqlite3.DatabaseError as exc:
+        problem = _classified(path, exc)
+        if isinstance(problem, StateCorrupt):
+            return problem.reason
+        raise problem from exc
+    finally:
+        conn.close()
+    return None
+
+
+def _move_aside(path: Path) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while aside.exists():  # a second damaged file within the same second
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    path.rename(aside)
+    for suffix in ("-wal", "-shm", "-journal"):
+        companion = path.with_name(path.name + suffix)
+        if companion.exists():
+            companion.rename(aside.with_name(aside.name + suffix))
+    return aside
