@@ -23,6 +23,8 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     # The default, spelled out: a subprocess given only HOME (support.stdio_params) finds the same state file.
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    # The package's built-in skills would join every test project's skills; tests/skills/test_builtin.py turns them on.
+    monkeypatch.setenv("ABILITIES_BUILTIN_SKILLS", "0")
     for var in ("ABILITIES_ROOT", "CLAUDE_PROJECT_DIR", "ABILITIES_STATE_DIR", "CLAUDE_CODE_SESSION_ID"):
         monkeypatch.delenv(var, raising=False)
 

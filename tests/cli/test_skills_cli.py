@@ -70,7 +70,7 @@ def test_skills_list_prints_each_skill_with_its_location_and_a_summary(root: Pat
     assert lines[header + 1] == "    Keep personal notes."
     template = lines.index(f"  {'template-skill':25} (project)")
     assert lines[template + 2] == "    warning: name: Directory name 'template' must match skill name 'template-skill'"
-    assert lines[-1] == "Summary: 6 project, 1 user (7 total)"
+    assert lines[-1] == "Summary: 6 project, 1 user, 0 built-in (7 total)"
 
 
 def test_skills_list_json_has_the_skill_list_tools_shape(root: Path, user_skill: Path) -> None:

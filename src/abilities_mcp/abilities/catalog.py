@@ -94,7 +94,10 @@ class Catalog:
         """Every file the server loads, with its problems: abilities, skills and workflows.json."""
         out = [FileDiagnostics("ability", d.name, d.path, self.diagnostics(d)) for d in self.definitions]
         names = {s.path: s.name for s in self.skillset.skills.values()}
+        builtin = {s.path for s in self.skillset.skills.values() if s.scope == "builtin"}
         for path, problems in self.skillset.problems.items():
+            if path in builtin:
+                continue  # the package's own skills: checked by its tests, not the project's to fix
             out.append(FileDiagnostics("skill", names.get(path, path.parent.name), path, problems))
         for path in self.workflows.files:
             if path.exists():

@@ -283,8 +283,8 @@ def skills(project: Project, args: argparse.Namespace) -> int:
         print()
     for note in skillset.notes:
         print(f"note: {note}", file=sys.stderr)
-    local = sum(s.scope == "project" for s in found)
-    print(f"Summary: {local} project, {len(found) - local} user ({len(found)} total)")
+    project, user, builtin = (sum(s.scope == scope for s in found) for scope in ("project", "user", "builtin"))
+    print(f"Summary: {project} project, {user} user, {builtin} built-in ({len(found)} total)")
     return 0
 
 

@@ -36,6 +36,10 @@ MAX_READ_BYTES = 5 * 1024 * 1024
 # Bytes sniffed for NUL to tell binary from text.
 SNIFF_BYTES = 8192
 SKIPPED_FOLDERS = {".git", "node_modules", "__pycache__", ".venv"}
+# The skills this package ships (the repository's skills/, linked into the package): every project has them, last.
+BUILTIN_SKILLS = Path(__file__).resolve().parent.parent / "builtin_skills"
+# Set to 0, false, off or no to leave the built-in skills out.
+BUILTIN_ENV = "ABILITIES_BUILTIN_SKILLS"
 # Characters of an unknown path echoed back in a refusal; a longer one is cut (it may be 5,000 characters).
 MAX_SHOWN_PATH_CHARS = 200
 
@@ -119,7 +123,8 @@ class SkillSet:
             )
         else:
             self.notes.append(
-                f"project skill {skill.name!r} ({first.directory}) hides the user one ({folder.directory})"
+                f"{first.scope} skill {skill.name!r} ({first.directory}) hides the {_scope_words(folder.scope)} "
+                f"({folder.directory})"
             )
 
     def get(self, name: str) -> Skill:
@@ -146,13 +151,28 @@ class SkillSet:
         return self._router
 
 
+def builtin_enabled() -> bool:
+    return os.environ.get(BUILTIN_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def skill_roots(project: Project) -> list[tuple[Path, str]]:
+    """Where skills are searched, in precedence order: the project's folders, the user's, then the built-in ones."""
+    builtin = [(BUILTIN_SKILLS, "builtin")] if builtin_enabled() and BUILTIN_SKILLS.is_dir() else []
+    return project.skill_dirs() + builtin
+
+
+def _scope_words(scope: str) -> str:
+    return "built-in one" if scope == "builtin" else f"{scope} one"
+
+
 def discover(project: Project) -> tuple[list[FoundFolder], list[str]]:
     """Every folder holding SKILL.md, project roots first, each real folder once; plus notes on what was skipped."""
-    allowed = [project.root.resolve(), project.home.resolve()] + [r.resolve() for r, _ in project.skill_dirs()]
+    roots = skill_roots(project)
+    allowed = [project.root.resolve(), project.home.resolve()] + [r.resolve() for r, _ in roots]
     found: list[FoundFolder] = []
     notes: list[str] = []
     seen: set[Path] = set()
-    for root, scope in project.skill_dirs():
+    for root, scope in roots:
         if not root.is_dir() or (real_root := root.resolve()) in seen:
             continue
         seen.add(real_root)

@@ -44,7 +44,7 @@ class Skill:
     description: str
     directory: Path  # the folder as found (a symlinked folder keeps its link path)
     real_directory: Path  # where reads are confined to
-    scope: str  # "project" | "user"
+    scope: str  # "project" | "user" | "builtin"
     frontmatter: dict[str, Any]
     body: str
     warnings: tuple[str, ...] = ()
