@@ -186,3 +186,20 @@ async def test_an_unknown_tool_gets_a_did_you_mean(client) -> None:
     assert result.is_error
     assert "Unknown tool 'sqlite__read_querry'" in text(result)
     assert "Did you mean 'sqlite__read_query'?" in text(result)
+
+
+async def test_an_upstream_that_fails_to_start_is_named_with_the_tail_of_its_stderr(project: Project) -> None:
+    not_a_folder = project.root / "plain-file"
+    not_a_folder.write_text("")
+    write_project(project.root, {"safe-query": SAFE_QUERY}, database=not_a_folder / "shop.db")
+
+    async with Client(create_server(project)) as client:
+        result = await tool_call(client, "sqlite__read_query", {"query": "SELECT 1", "table": "users"})
+        workflows = await client.call_tool("workflow_list", {})  # our server is still up
+
+    assert result.is_error
+    assert "Upstream server 'sqlite' failed to start" in text(result)
+    assert "Its stderr ends with:" in text(result)
+    assert "FileExistsError" in text(result) and "plain-file" in text(result)  # its own words, from its stderr
+    assert "TaskGroup" not in text(result)
+    assert not workflows.is_error

@@ -28,6 +28,10 @@ class BadArguments(AbilitiesError):
     """Arguments that do not fit the upstream tool's input schema: nothing was sent."""
 
 
+class UpstreamUnavailable(AbilitiesError):
+    """The upstream a call names could not be reached (its UpstreamError's words)."""
+
+
 class PrerequisiteFailed(AbilitiesError):
     """A prerequisite the gateway ran failed every attempt: the main call was not sent."""
 
@@ -85,6 +89,8 @@ class Proxy:
     async def call(self, name: str, arguments: dict[str, Any], session_id: str) -> Outcome:
         """Call an upstream tool through the gates; raises Refused, BadArguments, PrerequisiteFailed, UpstreamError."""
         listing = await self.listing(name)
+        if split(name, self.gateway.current())[0] is not None and listing.problems:
+            raise UpstreamUnavailable(listing.problems[0])  # the one server named could not list its tools
         entry = resolve(name, listing)
         problems = schema_problems(entry.input_schema, arguments)
         if problems:

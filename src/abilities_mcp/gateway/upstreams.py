@@ -30,8 +30,12 @@ log = logging.getLogger(__name__)
 
 # This much of an upstream's stderr is quoted when it fails: its last lines say why.
 STDERR_TAIL_BYTES = 2_000
-# A connection whose last call timed out must answer a ping this fast before it is trusted again.
-PING_SECONDS = 5.0
+# A connection whose last call timed out must answer a tools/list this fast before it is trusted again (ping is
+# deprecated by the 2026 protocol; every server answers tools/list).
+PROBE_SECONDS = 5.0
+# Starting an upstream (npx fetching a package, node loading) may take longer than one of its calls may: its
+# handshake gets at least this long.
+MIN_START_SECONDS = 30.0
 # An upstream listing more pages of tools than this is cut off there (a paginator that never ends).
 MAX_TOOL_PAGES = 50
 
@@ -59,7 +63,7 @@ class Connection:
         self._stop = anyio.Event()
         self._stderr: IO[bytes] | None = None
         self._tools: list[Tool] | None = None
-        self._suspect = False  # the last call timed out: ping before trusting it again
+        self._suspect = False  # the last call timed out: probe it before trusting it again
 
     @property
     def name(self) -> str:
@@ -99,17 +103,17 @@ class Connection:
 
     async def _connected(self) -> Client:
         async with self._lock:
-            if self._client is not None and self._suspect and not await self._answers_ping(self._client):
+            if self._client is not None and self._suspect and not await self._answers(self._client):
                 await self.close()
             if self._client is None:
                 self._client = await self._start()
                 self._suspect = False
             return self._client
 
-    async def _answers_ping(self, client: Client) -> bool:
-        with anyio.move_on_after(PING_SECONDS):
+    async def _answers(self, client: Client) -> bool:
+        with anyio.move_on_after(min(PROBE_SECONDS, self.upstream.timeout)):
             try:
-                await client.send_ping()
+                await client.list_tools()
                 return True
             except Exception:  # a dead or confused upstream: either way it is restarted
                 return False
@@ -132,7 +136,7 @@ class Connection:
     async def _serve(self, ready: anyio.Event, outcome: list, stop: anyio.Event, stderr: IO[bytes]) -> None:
         """The connection's task: enter the client, hand it over, hold it until stopped; never raise."""
         with anyio.CancelScope() as scope:
-            scope.deadline = anyio.current_time() + self.upstream.timeout  # the handshake's bound
+            scope.deadline = anyio.current_time() + self._start_bound()
             try:
                 async with Client(self._transport(stderr), mode="legacy") as client:
                     scope.deadline = math.inf
@@ -145,8 +149,11 @@ class Connection:
                 else:
                     log.info("upstream %r closed: %s", self.name, exc)
         if not outcome:
-            outcome.append(TimeoutError(f"did not answer the MCP handshake within {self.upstream.timeout:g}s"))
+            outcome.append(TimeoutError(f"did not answer the MCP handshake within {self._start_bound():g}s"))
         ready.set()
+
+    def _start_bound(self) -> float:
+        return max(self.upstream.timeout, MIN_START_SECONDS)
 
     def _transport(self, stderr: IO[bytes]) -> Any:
         u = self.upstream
@@ -189,6 +196,8 @@ class Connection:
             raise self._failure(exc, f"failed while {doing}") from None
 
     def _failure(self, exc: BaseException, what: str) -> UpstreamError:
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # the SDK's task groups wrap the cause
+            exc = exc.exceptions[0]
         if isinstance(exc, FileNotFoundError | PermissionError):
             why = f"cannot run {self.upstream.command!r} ({exc.strerror}); fix `command` in gateway.json"
             return UpstreamError(self.name, f"{what}: {why}")
@@ -223,11 +232,14 @@ class Upstreams:
 @asynccontextmanager
 async def upstreams() -> AsyncIterator[Upstreams]:
     """The server's upstream connections, all stopped when it shuts down."""
-    async with anyio.create_task_group() as tasks:
-        found = Upstreams(tasks)
-        try:
-            yield found
-        finally:
-            await found.close()
-    for connection in found.all():
-        connection.release()
+    found: Upstreams | None = None
+    try:
+        async with anyio.create_task_group() as tasks:
+            found = Upstreams(tasks)
+            try:
+                yield found
+            finally:
+                await found.close()
+    finally:
+        for connection in found.all() if found is not None else ():
+            connection.release()

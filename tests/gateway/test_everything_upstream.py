@@ -1,0 +1,211 @@
+"""The gateway in front of the real @modelcontextprotocol/server-everything (npm, pinned): routing over its tools,
+an upstream killed mid-call, one that stops answering, a long call past its timeout, a prerequisite that fails
+every attempt, and a command that does not exist."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+from mcp import Client
+from upstream_servers import everything_server
+
+from abilities_mcp.server.app import create_server
+from abilities_mcp.state.project import Project
+from support import until
+
+# Long enough that it is still running whenever the test acts on it; the test ends it sooner.
+LONG_OPERATION = {"duration": 600, "steps": 600}
+
+
+def configure(root: Path, timeout: str = "60s", workflows: dict[str, Any] | None = None, **more: Any) -> None:
+    server = {"command": str(everything_server()), "args": ["stdio"], "timeout": timeout}
+    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"everything": server, **more}}))
+    if workflows is not None:
+        (root / "workflows.json").write_text(json.dumps(workflows))
+
+
+@pytest.fixture
+def connect(project: Project) -> Callable[..., Any]:
+    """connect(timeout=..., workflows=...) → a client of a server whose gateway fronts server-everything."""
+
+    def make(**config: Any) -> Client:
+        configure(project.root, **config)
+        return Client(create_server(project))
+
+    return make
+
+
+@pytest.fixture
+async def client(connect) -> AsyncIterator[Client]:
+    async with connect() as c:
+        yield c
+
+
+async def tool_call(client: Client, tool: str, arguments: dict[str, Any] | None = None) -> Any:
+    return await client.call_tool("tool_call", {"tool": tool, "arguments": arguments}, meta={"sessionID": "s1"})
+
+
+def text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+def upstream_processes() -> list[psutil.Process]:
+    """The live server-everything processes this test started (descendants of the test process)."""
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and any("server-everything" in part for part in p.cmdline()):
+                found.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def upstream_process() -> psutil.Process | None:
+    """The one server-everything process this test started, or None when there is none or several."""
+    found = upstream_processes()
+    return found[0] if len(found) == 1 else None
+
+
+async def test_tool_search_ranks_the_upstream_tools_for_a_task_with_schema_and_reasons(client) -> None:
+    found = await client.call_tool("tool_search", {"task": "echo back my message", "limit": 3})
+
+    assert not found.is_error, text(found)
+    result = found.structured_content
+    top = result["tools"][0]
+    assert top["tool"] == "everything__echo"
+    assert top["server"] == "everything"
+    assert top["description"] == "Echoes back the input string"
+    assert top["input_schema"]["required"] == ["message"]
+    assert any("echo" in reason for reason in top["reasons"])
+    assert 0 < top["score"] <= 1
+    assert len(result["tools"]) <= 3
+    assert result["cache"]["refreshed_at"] and result["cache"]["stale"] is False
+
+    summed = (await client.call_tool("tool_search", {"task": "the sum of two numbers"})).structured_content
+    assert summed["tools"][0]["tool"] == "everything__get-sum"
+
+
+async def test_a_found_tool_is_called_by_its_name_or_its_bare_name(client) -> None:
+    qualified = await tool_call(client, "everything__get-sum", {"a": 2, "b": 40})
+    bare = await tool_call(client, "echo", {"message": "hello upstream"})
+
+    assert not qualified.is_error and "42" in text(qualified)
+    assert qualified.structured_content["tool"] == "everything__get-sum"
+    assert text(bare).startswith("Echo: hello upstream")
+
+
+async def test_an_upstream_killed_mid_call_fails_that_call_naming_it_and_is_restarted_for_the_next(client) -> None:
+    assert not (await tool_call(client, "everything__echo", {"message": "warm up"})).is_error
+    first = upstream_process()
+    assert first is not None
+    before = first.io_counters().read_chars
+    outcome: list[Any] = []
+
+    async def long_call() -> None:
+        outcome.append(await tool_call(client, "everything__trigger-long-running-operation", LONG_OPERATION))
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(long_call)
+        await until(lambda: first.io_counters().read_chars > before)  # it has read the request: the call is live
+        first.kill()
+    failed = outcome[0]
+    again = await tool_call(client, "everything__echo", {"message": "after the crash"})
+
+    assert failed.is_error
+    assert "Upstream server 'everything' failed while calling 'trigger-long-running-operation'" in text(failed)
+    assert "Starting default (STDIO) server" in text(failed)  # the tail of its stderr
+    assert "The next call starts it again" in text(failed)
+    assert text(again).startswith("Echo: after the crash")
+    second = upstream_process()
+    assert second is not None and second.pid != first.pid
+
+
+async def test_an_upstream_that_stops_answering_times_out_and_is_replaced_on_the_next_call(connect) -> None:
+    async with connect(timeout="2s") as client:
+        assert not (await tool_call(client, "everything__echo", {"message": "warm up"})).is_error
+        hung = upstream_process()
+        assert hung is not None
+        hung.send_signal(signal.SIGSTOP)  # alive, holding its pipes, answering nothing
+        try:
+            stuck = await tool_call(client, "everything__echo", {"message": "anyone?"})
+            again = await tool_call(client, "everything__echo", {"message": "a fresh one"})
+            replaced = [p for p in upstream_processes() if p.pid != hung.pid]
+        finally:
+            hung.send_signal(signal.SIGCONT)
+
+    assert stuck.is_error
+    assert "Upstream server 'everything' did not answer within 2s while calling 'echo'" in text(stuck)
+    assert text(again).startswith("Echo: a fresh one")
+    assert len(replaced) == 1  # a new process answered; the stopped one is being shut down
+
+
+async def test_a_call_past_its_timeout_fails_and_the_live_upstream_keeps_serving(connect) -> None:
+    async with connect(timeout="1s") as client:
+        slow = await tool_call(client, "everything__trigger-long-running-operation", LONG_OPERATION)
+        before = {p.pid for p in upstream_processes()}
+        after = await tool_call(client, "everything__echo", {"message": "still here"})
+        now = {p.pid for p in upstream_processes()}
+
+    assert slow.is_error
+    assert "did not answer within 1s while calling 'trigger-long-running-operation'" in text(slow)
+    assert text(after).startswith("Echo: still here")
+    assert before and now == before  # it answered the probe: not restarted
+
+
+async def test_a_prerequisite_that_fails_three_times_aborts_naming_the_workflow_the_step_and_the_error(
+    connect,
+) -> None:
+    workflows = {
+        "slow-first": {
+            "description": "A long operation must finish before any sum",
+            "triggers": {"tools": ["get-sum"]},
+            "prerequisites": [
+                {"step": 1, "tool": "echo", "description": "Say hello", "params": {"message": "hello"}},
+                {
+                    "step": 2,
+                    "tool": "trigger-long-running-operation",
+                    "description": "Never finishes within the timeout",
+                    "arguments": LONG_OPERATION,
+                },
+            ],
+        }
+    }
+    async with connect(timeout="1s", workflows=workflows) as client:
+        result = await tool_call(client, "everything__get-sum", {"a": 1, "b": 2})
+        status = await client.call_tool("workflow_status", {}, meta={"sessionID": "s1"})
+
+    assert result.is_error
+    message = text(result)
+    assert message.startswith(
+        "Error executing tool tool_call: Workflow 'slow-first' failed at step 2 (trigger-long-running-operation): "
+        "Upstream server 'everything' did not answer within 1s"
+    )
+    assert "Tried 3 times as everything__trigger-long-running-operation(duration=600, steps=600)" in message
+    assert "the gated call was not sent" in message
+    steps = status.structured_content["completed"]["slow-first"]
+    assert [(s["step"], s["tool"], s["result"]) for s in steps] == [(1, "echo", "Echo: hello")]
+
+
+async def test_a_command_that_does_not_exist_is_a_clear_error_and_the_other_upstreams_still_work(project) -> None:
+    configure(project.root, nowhere={"command": "/nonexistent/mcp-server", "args": []})
+    async with Client(create_server(project)) as client:
+        missing = await tool_call(client, "nowhere__anything", {})
+        search = await client.call_tool("tool_search", {"task": "echo a message"})
+        echo = await tool_call(client, "everything__echo", {"message": "fine"})
+
+    assert missing.is_error
+    assert (
+        "Upstream server 'nowhere' failed to start: cannot run '/nonexistent/mcp-server' (No such file or directory); "
+        "fix `command` in gateway.json" in text(missing)
+    )
+    assert search.structured_content["tools"][0]["tool"] == "everything__echo"
+    assert "Upstream server 'nowhere' failed to start" in search.structured_content["warnings"][0]
+    assert text(echo).startswith("Echo: fine")
