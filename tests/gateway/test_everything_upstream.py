@@ -18,7 +18,7 @@ from upstream_servers import everything_server
 
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.project import Project
-from support import until
+from support import raw_server, until
 
 # Long enough that it is still running whenever the test acts on it; the test ends it sooner.
 LONG_OPERATION = {"duration": 600, "steps": 600}
@@ -209,3 +209,31 @@ async def test_a_command_that_does_not_exist_is_a_clear_error_and_the_other_upst
     assert search.structured_content["tools"][0]["tool"] == "everything__echo"
     assert "Upstream server 'nowhere' failed to start" in search.structured_content["warnings"][0]
     assert text(echo).startswith("Echo: fine")
+
+
+async def test_a_bare_name_two_upstreams_offer_must_be_qualified(project: Project) -> None:
+    twin = {"command": str(everything_server()), "args": ["stdio"]}
+    configure(project.root, twin=twin)
+    async with Client(create_server(project)) as client:
+        result = await tool_call(client, "echo", {"message": "which one?"})
+
+    assert result.is_error
+    assert "Tool 'echo' is offered by several upstream servers; name one: 'everything__echo', 'twin__echo'." in text(
+        result
+    )
+
+
+async def test_over_stdio_the_upstreams_stderr_reaches_neither_our_stdout_nor_our_stderr(
+    project: Project, tmp_path: Path
+) -> None:
+    configure(project.root)
+    stderr_file = tmp_path / "server-stderr.txt"
+
+    async with raw_server(project.root, stderr_file) as server:  # every stdout line must parse as JSON-RPC
+        result = await server.request(
+            "tools/call", {"name": "tool_call", "arguments": {"tool": "echo", "arguments": {"message": "clean"}}}
+        )
+
+    assert not result.get("isError"), result
+    assert result["content"][0]["text"] == "Echo: clean"
+    assert "Starting default (STDIO) server" not in stderr_file.read_text()  # kept in its own file

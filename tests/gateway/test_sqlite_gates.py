@@ -203,3 +203,17 @@ async def test_an_upstream_that_fails_to_start_is_named_with_the_tail_of_its_std
     assert "FileExistsError" in text(result) and "plain-file" in text(result)  # its own words, from its stderr
     assert "TaskGroup" not in text(result)
     assert not workflows.is_error
+
+
+async def test_a_refused_write_never_reaches_the_database(project: Project) -> None:
+    guarded = {**SAFE_QUERY, "triggers": {"tools": ["write_query"]}}
+    database = write_project(project.root, {"safe-write": guarded})
+
+    async with Client(create_server(project)) as client:
+        refused = await tool_call(client, "sqlite__write_query", {"query": "DELETE FROM users"})
+        bad = await tool_call(client, "sqlite__write_query", {"query": ["DELETE FROM users"], "table": "users"})
+
+    assert refused.is_error and "cannot run itself" in text(refused)
+    assert bad.is_error and "nothing was sent" in text(bad)
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT count(*) FROM users").fetchone() == (2,)
