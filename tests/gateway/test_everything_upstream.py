@@ -237,3 +237,17 @@ async def test_over_stdio_the_upstreams_stderr_reaches_neither_our_stdout_nor_ou
     assert not result.get("isError"), result
     assert result["content"][0]["text"] == "Echo: clean"
     assert "Starting default (STDIO) server" not in stderr_file.read_text()  # kept in its own file
+
+
+async def test_an_upstream_whose_entry_changes_on_disk_is_restarted_with_the_new_entry(project: Project) -> None:
+    configure(project.root, timeout="60s")
+    async with Client(create_server(project)) as client:
+        assert not (await tool_call(client, "echo", {"message": "first"})).is_error
+        first = upstream_process()
+        configure(project.root, timeout="61s")
+        second = await tool_call(client, "echo", {"message": "second"})
+        started = [p for p in upstream_processes() if first is not None and p.pid != first.pid]
+
+    assert first is not None
+    assert text(second).startswith("Echo: second")
+    assert len(started) == 1

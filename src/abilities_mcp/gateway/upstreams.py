@@ -18,10 +18,10 @@ from typing import IO, Any
 
 import anyio
 from anyio.abc import TaskGroup
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import REQUEST_TIMEOUT, CallToolResult, Tool
+from mcp_types import CallToolResult, Tool
 
 from ..errors import AbilitiesError
 from .config import Upstream
@@ -73,18 +73,23 @@ class Connection:
         """The upstream's tools, listed once per connection."""
         client = await self._connected()
         if self._tools is None:
-            self._tools = await self._guarded(self._list_tools(client), "listing its tools")
+            self._tools = await self._guarded(client, self._list_tools(client), "listing its tools")
         return self._tools
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         """Call one tool; an upstream error result is returned as it is, a failure raises UpstreamError."""
         client = await self._connected()
-        return await self._guarded(client.call_tool(tool, arguments), f"calling {tool!r}", timed=True)
+        return await self._guarded(client, client.call_tool(tool, arguments), f"calling {tool!r}")
 
     async def close(self) -> None:
         """Stop the upstream (the SDK closes its stdin, then terminates its process group)."""
         self._stop.set()
         self._client, self._tools = None, None
+
+    async def retire(self) -> None:
+        """Stop for good: gateway.json changed this upstream's entry."""
+        await self.close()
+        self.release()
 
     def release(self) -> None:
         """Close the stderr file once the connection's task has ended."""
@@ -120,7 +125,7 @@ class Connection:
         return False
 
     async def _start(self) -> Client:
-        """Start the upstream in a task of its own and wait for its handshake (bounded by its timeout)."""
+        """Start the upstream in a task of its own and wait for its handshake (bounded: `_start_bound`)."""
         if self._stderr is not None:
             self._stderr.close()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed at the next start or at shutdown
@@ -175,24 +180,20 @@ class Connection:
                 break
         return tools
 
-    async def _guarded(self, work: Any, doing: str, timed: bool = False) -> Any:
-        """Await upstream work within the timeout; a failure closes the connection and says why, stderr and all."""
+    async def _guarded(self, client: Client, work: Any, doing: str) -> Any:
+        """Await upstream work within the timeout; a failure stops that client (unless a newer one replaced it)
+        and says why, stderr and all. A timeout only marks it: the next call probes it first."""
         try:
             with anyio.fail_after(self.upstream.timeout):
                 return await work
         except TimeoutError:
-            self._suspect = True
+            self._suspect = self._client is client
             raise UpstreamError(
                 self.name, f"did not answer within {self.upstream.timeout:g}s while {doing}", self.stderr_tail()
             ) from None
-        except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
-                self._suspect = True
-            else:
+        except Exception as exc:  # the connection is gone or confused: whatever it is, start afresh next time
+            if self._client is client:
                 await self.close()
-            raise self._failure(exc, f"failed while {doing}") from None
-        except Exception as exc:
-            await self.close()
             raise self._failure(exc, f"failed while {doing}") from None
 
     def _failure(self, exc: BaseException, what: str) -> UpstreamError:
@@ -217,7 +218,7 @@ class Upstreams:
         found = self._connections.get(upstream.name)
         if found is None or found.upstream != upstream:
             if found is not None:
-                self._tasks.start_soon(found.close)
+                self._tasks.start_soon(found.retire)
             found = self._connections[upstream.name] = Connection(upstream, self._tasks)
         return found
 
