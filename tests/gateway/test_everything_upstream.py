@@ -5,7 +5,9 @@ every attempt, and a command that does not exist."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -251,3 +253,28 @@ async def test_an_upstream_whose_entry_changes_on_disk_is_restarted_with_the_new
     assert first is not None
     assert text(second).startswith("Echo: second")
     assert len(started) == 1
+
+
+async def test_a_streamable_http_upstream_is_reached_by_its_url_with_its_headers(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path / "http-upstream.log"
+    env = {**os.environ, "PORT": str(port)}
+    monkeypatch.setenv("UPSTREAM_TOKEN", "t0ken")
+    with log.open("wb") as stderr:
+        process = await anyio.open_process([str(everything_server()), "streamableHttp"], env=env, stderr=stderr)
+    try:
+        await until(lambda: f"listening on port {port}" in log.read_text(), timeout=30)
+        web = {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"Authorization": "Bearer ${UPSTREAM_TOKEN}"}}
+        (project.root / "gateway.json").write_text(json.dumps({"mcpServers": {"web": web}}))
+        async with Client(create_server(project)) as client:
+            result = await tool_call(client, "web__echo", {"message": "over http"})
+    finally:
+        process.kill()
+        await process.aclose()
+
+    assert not result.is_error, text(result)
+    assert text(result).startswith("Echo: over http")

@@ -20,7 +20,7 @@ import anyio
 from anyio.abc import TaskGroup
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp_types import CallToolResult, Tool
 
 from ..errors import AbilitiesError
@@ -163,9 +163,7 @@ class Connection:
     def _transport(self, stderr: IO[bytes]) -> Any:
         u = self.upstream
         if u.url is not None:
-            import httpx2
-
-            return streamable_http_client(u.url, http_client=httpx2.AsyncClient(headers=u.headers))
+            return _http(u.url, u.headers)
         params = StdioServerParameters(command=u.command or "", args=list(u.args), env=u.env or None, cwd=u.cwd)
         return stdio_client(params, errlog=stderr)  # type: ignore[arg-type]  # only its fileno is used
 
@@ -204,6 +202,14 @@ class Connection:
             return UpstreamError(self.name, f"{what}: {why}")
         detail = str(exc) or type(exc).__name__
         return UpstreamError(self.name, f"{what}: {detail}", self.stderr_tail())
+
+
+@asynccontextmanager
+async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP with the entry's headers (the SDK closes only an HTTP client it made itself)."""
+    async with create_mcp_http_client(headers=headers) as http:
+        async with streamable_http_client(url, http_client=http) as streams:
+            yield streams
 
 
 class Upstreams:
