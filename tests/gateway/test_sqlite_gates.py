@@ -217,3 +217,26 @@ async def test_a_refused_write_never_reaches_the_database(project: Project) -> N
     assert bad.is_error and "nothing was sent" in text(bad)
     with sqlite3.connect(database) as db:
         assert db.execute("SELECT count(*) FROM users").fetchone() == (2,)
+
+
+async def test_a_prerequisite_no_tool_of_the_same_upstream_fills_runs_on_the_upstream_that_has_it(
+    project: Project,
+) -> None:
+    from upstream_servers import everything_server
+
+    cross = {
+        "description": "Know the tables before adding numbers",
+        "triggers": {"tools": ["get-sum"]},
+        "prerequisites": [{"step": 1, "tool": "list_tables", "description": "Which tables exist"}],
+    }
+    write_project(project.root, {"cross": cross})
+    config = json.loads((project.root / "gateway.json").read_text())
+    config["mcpServers"]["everything"] = {"command": str(everything_server()), "args": ["stdio"]}
+    (project.root / "gateway.json").write_text(json.dumps(config))
+
+    async with Client(create_server(project)) as client:
+        result = await tool_call(client, "everything__get-sum", {"a": 20, "b": 22})
+
+    assert not result.is_error, text(result)
+    assert "42" in text(result)
+    assert [r["tool"] for r in result.structured_content["gate"]["ran_prerequisites"]] == ["sqlite__list_tables"]

@@ -99,7 +99,7 @@ class Proxy:
         first = check(found, entry.qualified, "", self.sessions.done(session_id))
         ran: list[Ran] = []
         if first.verdict == "deny":
-            plan = await self._plan(first, entry, arguments)
+            plan = await self._plan(first, entry, arguments, listing)
             ran = [await self._run(step, session_id) for step in plan]
         after = check(found, entry.qualified, "", self.sessions.done(session_id))
         if after.verdict == "deny":  # cannot happen unless the records were cleared meanwhile: never send
@@ -109,7 +109,7 @@ class Proxy:
             self.sessions.record(session_id, found, entry.qualified, text_of(result))
         return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + found.warnings()))
 
-    async def _plan(self, gate: Check, entry: Entry, arguments: dict[str, Any]) -> list[Planned]:
+    async def _plan(self, gate: Check, entry: Entry, arguments: dict[str, Any], listing: Listing) -> list[Planned]:
         """The missing prerequisites of every enforce workflow, in step order, each tool once, arguments filled;
         Refused naming the calls to make when one cannot be run."""
         wanted: dict[str, tuple[Matched, Prerequisite]] = {}
@@ -117,10 +117,11 @@ class Proxy:
             if m.verdict == "deny":
                 for p in m.missing:
                     wanted.setdefault(p.tool, (m, p))
-        everything = await self.listing()
+        if any(_upstream_tool(tool, entry.server, listing, same_only=True) is None for tool in wanted):
+            listing = await self.listing()  # some prerequisite lives elsewhere: only now start the other upstreams
         plan, blocked = [], []
         for m, p in wanted.values():
-            target = _upstream_tool(p.tool, entry.server, everything)
+            target = _upstream_tool(p.tool, entry.server, listing)
             try:
                 filled = {**p.params, **fill(p.arguments, arguments)}
             except Unfilled as exc:
@@ -164,12 +165,12 @@ class Proxy:
         return await self.upstreams.connection(upstream).call(entry.name, arguments)
 
 
-def _upstream_tool(wanted: str, server: str, listing: Listing) -> Entry | None:
+def _upstream_tool(wanted: str, server: str, listing: Listing, same_only: bool = False) -> Entry | None:
     """The tool a prerequisite names: on the gated call's server first, else the one other server that has it."""
     matching = [e for e in listing.entries if tool_matches(e.qualified, wanted) or e.name == wanted]
     same = [e for e in matching if e.server == server]
-    if same:
-        return same[0]
+    if same or same_only:
+        return same[0] if same else None
     return matching[0] if len(matching) == 1 else None
 
 
