@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -499,3 +500,42 @@ def test_a_read_only_state_folder_stops_the_command_with_the_fix(what: str) -> N
             if folder.is_dir():
                 folder.chmod(0o755)
         shutil.rmtree(base)
+
+
+# --- protocol lines the SDK's reader would drop unanswered ----------------------------------------------------------
+
+DEEP_PARAMS = b'{"jsonrpc":"2.0","id":44,"method":"ping","params":{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+# (the raw line, the id the answer must carry, the error code; None: answered normally)
+PROTOCOL_LINES = {
+    "line-not-json": (b"this is not json", None, -32700),
+    "line-cut-short": (b'{"jsonrpc":"2.0","id":41,"method":"ping"', 41, -32700),
+    "request-jsonrpc-1.0": (b'{"jsonrpc":"1.0","id":42,"method":"ping"}', 42, -32600),
+    "request-params-not-an-object": (b'{"jsonrpc":"2.0","id":43,"method":"ping","params":[1,2]}', 43, -32600),
+    "request-params-100k-deep": (DEEP_PARAMS, 44, -32600),
+    "request-lone-surrogate": (b'{"jsonrpc":"2.0","id":45,"method":"ping","params":{"x":"\\ud800"}}', 45, -32700),
+    "request-id-without-a-method": (b'{"jsonrpc":"2.0","id":46}', 46, -32600),
+    "top-level-array": (b'[{"jsonrpc":"2.0","id":47,"method":"ping"}]', None, -32600),
+    "string-id-jsonrpc-missing": (b'{"id":"x-48","method":"ping"}', "x-48", -32600),
+    "invalid-utf-8-in-a-string": (b'{"jsonrpc":"2.0","id":49,"method":"ping","params":{"x":"\xff"}}', 49, None),
+}
+
+
+@pytest.mark.parametrize("case", list(PROTOCOL_LINES), ids=list(PROTOCOL_LINES))
+async def test_every_protocol_line_is_answered_and_the_server_goes_on_serving(tmp_path: Path, case: str) -> None:
+    line, request_id, code = PROTOCOL_LINES[case]
+    root, _ = _project(tmp_path, "abilities/x.yaml", _text(GOOD))
+
+    async with raw_server(root, tmp_path / "server.log") as server:
+        assert server.process.stdin is not None
+        await server.process.stdin.send(line + b"\n")
+        with anyio.fail_after(CASE_TIMEOUT_SECONDS):  # before the fix: no answer, ever
+            answer = json.loads(await server.stdout.receive_until(b"\n", 1 << 20))
+        pong = await server.request("ping", {})
+
+    assert answer["jsonrpc"] == "2.0" and answer["id"] == request_id, answer
+    if code is None:
+        assert "result" in answer, answer
+    else:
+        assert answer["error"]["code"] == code and "JSON-RPC 2.0" in answer["error"]["message"], answer
+    assert pong == {}
+    assert "Traceback" not in (tmp_path / "server.log").read_text()

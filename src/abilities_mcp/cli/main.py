@@ -76,6 +76,7 @@ def serve(project: Project, args: argparse.Namespace) -> int:
 
     from ..engine.process import reap_adopted_forever
     from ..server.app import create_server
+    from ..server.stdio import run_stdio
 
     _not_dumpable()
     server = create_server(
@@ -86,7 +87,7 @@ def serve(project: Project, args: argparse.Namespace) -> int:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_cancel_on_signal, tg.cancel_scope)
             tg.start_soon(reap_adopted_forever)
-            await server.run_stdio_async()
+            await run_stdio(server)  # the SDK's transport, every line answered
             tg.cancel_scope.cancel()
 
     anyio.run(run)
