@@ -47,6 +47,8 @@ def test_the_source_tree_keeps_every_layer_contract() -> None:
         ("engine/live.py", "from . import core", "No cycles are allowed in abilities_mcp.engine"),
         ("abilities/models.py", "import anyio", "abilities_mcp.abilities.models is not allowed to import anyio"),
         ("cli/main.py", "import mcp", "abilities_mcp.cli is not allowed to import mcp"),
+        ("gateway/proxy.py", "from ..server import views", "abilities_mcp.gateway is not allowed to import"),
+        ("gateway/config.py", "import mcp", "abilities_mcp.gateway.config is not allowed to import mcp"),
     ],
     ids=[
         "state-imports-a-capability",
@@ -55,6 +57,8 @@ def test_the_source_tree_keeps_every_layer_contract() -> None:
         "a-cycle-inside-engine",
         "the-models-import-anyio",
         "cli-imports-mcp-directly",
+        "the-gateway-imports-the-server",
+        "the-gateway-config-imports-mcp",
     ],
 )
 def test_a_forbidden_import_breaks_the_contract_that_names_it(

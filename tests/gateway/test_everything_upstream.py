@@ -285,3 +285,28 @@ async def test_a_streamable_http_upstream_is_reached_by_its_url_with_its_headers
 
     assert not result.is_error, text(result)
     assert text(result).startswith("Echo: over http")
+
+
+async def test_concurrent_first_calls_start_the_upstream_once(client) -> None:
+    known = pids()
+    results: list[Any] = []
+
+    async def echo(n: int) -> None:
+        results.append(await tool_call(client, "everything__echo", {"message": f"call {n}"}))
+
+    async with anyio.create_task_group() as tasks:
+        for n in range(3):
+            tasks.start_soon(echo, n)
+
+    assert sorted(text(r) for r in results) == ["Echo: call 0", "Echo: call 1", "Echo: call 2"]
+    assert started_since(known) is not None  # exactly one new process served all three
+
+
+async def test_the_upstreams_stop_when_the_server_does(connect) -> None:
+    known = pids()
+    async with connect() as client:
+        assert not (await tool_call(client, "everything__echo", {"message": "hello"})).is_error
+        upstream = started_since(known)
+        assert upstream is not None
+
+    await until(lambda: not upstream.is_running() or upstream.status() == psutil.STATUS_ZOMBIE)
