@@ -232,6 +232,13 @@ def history(project: Project, args: argparse.Namespace) -> int:
     return 0
 
 
+def events(project: Project, args: argparse.Namespace) -> int:
+    """The skill events the server recorded, and their counters (cli/events.py)."""
+    from .events import events as show
+
+    return show(project, args)
+
+
 def approve(project: Project, args: argparse.Namespace) -> int:
     """A person approves (or rejects) the step a run waits on; refused unless typed at a terminal."""
     from .terminal import answer_command
@@ -405,7 +412,7 @@ def init(project: Project, args: argparse.Namespace) -> int:
 
 
 # The commands that read or write the state file.
-STATE_COMMANDS = {"serve", "run", "status", "history", "approve", "decide"}
+STATE_COMMANDS = {"serve", "run", "status", "history", "approve", "decide", "events"}
 COMMANDS = {
     "serve": serve,
     "validate": validate,
@@ -417,6 +424,7 @@ COMMANDS = {
     "decide": decide,
     "schema": schema,
     "skills": skills,
+    "events": events,
     "workflows": workflows,
     "hook": hook,
     "init": init,

@@ -8,6 +8,7 @@ resources give one file at a time, never anything outside the skill's folder.
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, unquote
@@ -30,8 +31,10 @@ from pydantic import Field
 
 from ..errors import AbilitiesError
 from ..skills.plan import PlanError
-from ..skills.selection import DEFAULT_BODY_BUDGET, for_step
+from ..skills.selection import DEFAULT_BODY_BUDGET, Selection, for_step
 from ..skills.skillset import SkillSet, bundled_files, read_skill_file, skill_content
+from ..state import skill_events
+from ..state.skill_events import DISCOVERED, LOAD_FAILED, SELECTED, TRUNCATED
 from .results import (
     ChosenSkill,
     PlanTask,
@@ -45,6 +48,7 @@ from .results import (
 )
 from .views import skill_list_view
 
+logger = logging.getLogger(__name__)
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 SKILL_SCHEME = "skill://"
 SKILL_TEMPLATE = "skill://{name}/{+path}"
@@ -104,27 +108,42 @@ def skill_uri(name: str, path: str) -> str:
 
 
 def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
-    """skill_list, skill_route, skill_load and skill_read; loads are remembered per session to say 'already loaded'."""
+    """skill_list, skill_route, skill_plan, skill_load and skill_read; loads are remembered per session to say
+    'already loaded', and what each session found and chose is recorded as skill events (state/skill_events.py)."""
     loaded: dict[str, set[str]] = {}
+    seen: dict[str, tuple | None] = {}
+
+    def observe(ctx: Context) -> str:
+        """Record what this session has not seen of the skill set yet: the skills found, those that failed."""
+        session = _session_key(ctx)
+        if seen.get(session, ()) != skillset.version:
+            seen[session] = skillset.version
+            _record_discovery(ctx, skillset, session)
+        return session
 
     @server.tool(name="skill_list", annotations=READ_ONLY)
-    async def skill_list() -> SkillList:
+    async def skill_list(ctx: Context) -> SkillList:
         """List the project's and the user's Agent Skills: name, description, where it is, loading warnings."""
-        return skill_list_view(await anyio.to_thread.run_sync(skillset.refresh))
+        view = skill_list_view(await anyio.to_thread.run_sync(skillset.refresh))
+        observe(ctx)
+        return view
 
     @server.tool(name="skill_route", annotations=READ_ONLY)
     async def skill_route(
         task: Annotated[str, Field(description="The task in the user's words")],
+        ctx: Context,
         limit: Annotated[int, Field(ge=1, le=MAX_ROUTE_LIMIT, description="How many skills at most")] = 3,
     ) -> SkillRoute:
         """Find the skills that fit a task, best first, with a score and the reasons. Empty when none fits: then
         work without a skill. Load the one you use with skill_load."""
         router = await anyio.to_thread.run_sync(skillset.router)  # built (or rebuilt) off the event loop
+        observe(ctx)
         matches = router.route(task, limit)
         return SkillRoute(matches=[SkillMatch(**vars(m)) for m in matches])
 
     @server.tool(name="skill_plan", annotations=READ_ONLY)
     async def skill_plan(
+        ctx: Context,
         plan: Annotated[str | None, Field(description="A Markdown checklist under the project (e.g. PLAN.md)")] = None,
         task: Annotated[str | None, Field(description="The task, instead of a plan")] = None,
         step_kind: Annotated[Literal["implementation", "review"], Field(description="The step's kind")] = (
@@ -146,6 +165,7 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
         except PlanError as exc:
             raise ToolError(f"{exc}. Without a task from the plan, pick the task yourself.") from exc
         found, chosen = step.task, step.selection
+        _record_selection(ctx, observe(ctx), found.text if found else None, chosen)
         return SkillPlan(
             task=PlanTask(text=found.text, line=found.line, section=found.section, parent=found.parent)
             if found
@@ -166,9 +186,9 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
         """Load a skill's instructions (SKILL.md body) to follow now, with its folder and the list of its files."""
         await anyio.to_thread.run_sync(skillset.refresh)
         skill = _get(skillset, name)
-        seen = loaded.setdefault(_session_key(ctx), set())
-        already = skill.name in seen
-        seen.add(skill.name)
+        done = loaded.setdefault(observe(ctx), set())
+        already = skill.name in done
+        done.add(skill.name)
         text = skill_content(skill)
         if already:
             text = f"(Skill {skill.name!r} was already loaded in this session; here it is again.)\n{text}"
@@ -217,6 +237,35 @@ def _get(skillset: SkillSet, name: str):
         return skillset.get(name)
     except AbilitiesError as exc:
         raise ToolError(str(exc)) from exc
+
+
+def _record_discovery(ctx: Context, skillset: SkillSet, session: str) -> None:
+    store = ctx.request_context.lifespan_context.store
+    skills = list(skillset.skills.values())
+    scopes = {scope: sum(s.scope == scope for s in skills) for scope in ("project", "user", "builtin")}
+    names = sorted(s.name for s in skills)
+    skill_events.record(store, DISCOVERED, {"count": len(skills), "locations": scopes, "names": names}, session)
+    for path, problem in skillset.failures():
+        logger.warning("skill %s did not load: %s", path, problem.message)
+        detail = {"name": path.parent.name, "error": problem.message, "path": str(path)}
+        skill_events.record(store, LOAD_FAILED, detail, session)
+
+
+def _record_selection(ctx: Context, session: str, task: str | None, chosen: Selection) -> None:
+    store = ctx.request_context.lifespan_context.store
+    selection = {
+        "step_kind": chosen.step_kind,
+        "task_label": task,
+        "skills": [{"name": c.name, "reason": c.reason} for c in chosen.skills],
+        "strategy": chosen.strategy,
+        "errors": chosen.errors,
+    }
+    skill_events.record(store, SELECTED, selection, session)
+    for error in chosen.errors:
+        logger.warning("skill_plan: skill %s: %s", error["name"], error["error"])
+        skill_events.record(store, LOAD_FAILED, error, session)
+    for name in chosen.truncated:
+        skill_events.record(store, TRUNCATED, {"name": name, "max_chars": chosen.budget}, session)
 
 
 def _session_key(ctx: Context) -> str:

@@ -38,6 +38,7 @@ class Selection:
     strategy: str = "none"  # hint | match | none
     errors: list[dict[str, str]] = field(default_factory=list)
     truncated: list[str] = field(default_factory=list)  # skills whose body was cut to the budget
+    budget: int = DEFAULT_BODY_BUDGET  # the characters each file was cut to
     prompt: str = ""
 
 
@@ -104,6 +105,7 @@ def render(
     skillset: SkillSet, chosen: Selection, budget: int = DEFAULT_BODY_BUDGET, references: bool = False
 ) -> Selection:
     """Fill in the prompt: the catalog, then each chosen skill as `openskills read` prints it, cut at the budget."""
+    chosen.budget = budget
     catalog = available_skills(sorted((s for s in skillset.skills.values() if s.model_invocable), key=_name))
     parts = [catalog] if catalog else []
     for pick in chosen.skills:

@@ -127,6 +127,16 @@ class SkillSet:
                 f"({folder.directory})"
             )
 
+    @property
+    def version(self) -> tuple | None:
+        """Changes whenever a skill folder or SKILL.md does (for noticing what a caller has not seen yet)."""
+        return self._fingerprint
+
+    def failures(self) -> list[tuple[Path, Diagnostic]]:
+        """The SKILL.md files that did not load, each with its first problem."""
+        loaded = {s.path for s in self.skills.values()}
+        return [(path, found[0]) for path, found in self.problems.items() if found and path not in loaded]
+
     def get(self, name: str) -> Skill:
         """The skill of that name; UnknownName with a did-you-mean otherwise."""
         self.refresh()

@@ -54,9 +54,14 @@ CREATE TABLE IF NOT EXISTS call_claims (
     client_pid INTEGER, client_start INTEGER, at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS call_claims_by_call ON call_claims(tool, args_hash, at);
+CREATE TABLE IF NOT EXISTS skill_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, session_id TEXT, run_id TEXT,
+    detail TEXT NOT NULL, at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS skill_events_by_kind ON skill_events(kind, id);
 """
-# Bumped with every schema change; older files are migrated forward when opened (5: call_claims, a new table).
-SCHEMA_VERSION = 5
+# Bumped with every schema change; older files are migrated forward when opened (6: skill_events, a new table).
+SCHEMA_VERSION = 6
 # Columns added after a table was first created: (table, column, type). Migration adds the missing ones.
 ADDED_COLUMNS = [
     ("steps", "output_bytes", "INTEGER"),
