@@ -4,6 +4,7 @@ every attempt, and a command that does not exist."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import pytest
 from mcp import Client
 from upstream_servers import everything_server
 
+from abilities_mcp.gateway.upstreams import MAX_STDERR_BYTES
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.project import Project
 from support import raw_server, until
@@ -310,3 +312,32 @@ async def test_the_upstreams_stop_when_the_server_does(connect) -> None:
         assert upstream is not None
 
     await until(lambda: not upstream.is_running() or upstream.status() == psutil.STATUS_ZOMBIE)
+
+
+def open_deleted_file_sizes() -> list[int]:
+    """Sizes of the unlinked files this process holds open (the upstreams' stderr files among them)."""
+    sizes = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}").endswith("(deleted)"):
+                sizes.append(os.fstat(int(fd)).st_size)
+    return sizes
+
+
+async def test_a_flood_on_the_upstreams_stderr_is_cut_back_to_its_tail(project: Project) -> None:
+    flood = f'head -c 3000000 /dev/zero | tr "\\0" x >&2; echo "last words" >&2; exec "{everything_server()}" stdio'
+    (project.root / "gateway.json").write_text(
+        json.dumps({"mcpServers": {"chatty": {"command": "sh", "args": ["-c", flood]}}})
+    )
+    async with Client(create_server(project)) as client:
+        known = pids()
+        first = await tool_call(client, "chatty__echo", {"message": "hi"})
+        sizes = open_deleted_file_sizes()
+        upstream = started_since(known)
+        assert upstream is not None
+        upstream.kill()  # so the next call fails and quotes what is left of its stderr
+        failed = await tool_call(client, "chatty__echo", {"message": "again"})
+
+    assert text(first).startswith("Echo: hi")
+    assert sizes and max(sizes) <= MAX_STDERR_BYTES
+    assert "last words" in text(failed) and "Starting default (STDIO) server" in text(failed)

@@ -8,6 +8,7 @@ call that met it, never for the server: the next call starts the upstream again.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import math
 import os
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 
 # This much of an upstream's stderr is quoted when it fails: its last lines say why.
 STDERR_TAIL_BYTES = 2_000
+# Past this size an upstream's stderr file is cut back to its tail (checked at each call): a chatty server that
+# runs for days must not fill the disk.
+MAX_STDERR_BYTES = 1_000_000
 # A connection whose last call timed out must answer a tools/list this fast before it is trusted again (ping is
 # deprecated by the 2026 protocol; every server answers tools/list).
 PROBE_SECONDS = 5.0
@@ -72,6 +76,7 @@ class Connection:
     async def tools(self) -> list[Tool]:
         """The upstream's tools, listed once per connection."""
         client = await self._connected()
+        self._trim()
         if self._tools is None:
             self._tools = await self._guarded(client, self._list_tools(client), "listing its tools")
         return self._tools
@@ -79,6 +84,7 @@ class Connection:
     async def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         """Call one tool; an upstream error result is returned as it is, a failure raises UpstreamError."""
         client = await self._connected()
+        self._trim()
         return await self._guarded(client, client.call_tool(tool, arguments), f"calling {tool!r}")
 
     async def close(self) -> None:
@@ -101,10 +107,18 @@ class Connection:
         """The last lines the upstream wrote to stderr."""
         if self._stderr is None:
             return ""
+        return _tail(self._stderr.fileno()).decode("utf-8", "replace")
+
+    def _trim(self) -> None:
+        """Cut the stderr file back to its tail once it passes MAX_STDERR_BYTES (it is opened O_APPEND, so the
+        upstream's next line lands after that tail, not past a hole at its old offset)."""
+        if self._stderr is None:
+            return
         fd = self._stderr.fileno()
-        size = os.fstat(fd).st_size
-        data = os.pread(fd, STDERR_TAIL_BYTES, max(0, size - STDERR_TAIL_BYTES))
-        return data.decode("utf-8", "replace")
+        if os.fstat(fd).st_size > MAX_STDERR_BYTES:
+            kept = _tail(fd)
+            os.ftruncate(fd, 0)
+            os.write(fd, kept)
 
     async def _connected(self) -> Client:
         async with self._lock:
@@ -129,6 +143,8 @@ class Connection:
         if self._stderr is not None:
             self._stderr.close()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed at the next start or at shutdown
+        flags = fcntl.fcntl(self._stderr.fileno(), fcntl.F_GETFL)
+        fcntl.fcntl(self._stderr.fileno(), fcntl.F_SETFL, flags | os.O_APPEND)  # shared with the upstream's stderr
         self._stop = anyio.Event()
         ready = anyio.Event()
         outcome: list[Client | BaseException] = []
@@ -202,6 +218,11 @@ class Connection:
             return UpstreamError(self.name, f"{what}: {why}")
         detail = str(exc) or type(exc).__name__
         return UpstreamError(self.name, f"{what}: {detail}", self.stderr_tail())
+
+
+def _tail(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    return os.pread(fd, STDERR_TAIL_BYTES, max(0, size - STDERR_TAIL_BYTES))
 
 
 @asynccontextmanager
