@@ -539,3 +539,68 @@ async def test_every_protocol_line_is_answered_and_the_server_goes_on_serving(tm
         assert answer["error"]["code"] == code and "JSON-RPC 2.0" in answer["error"]["message"], answer
     assert pong == {}
     assert "Traceback" not in (tmp_path / "server.log").read_text()
+
+
+# --- placeholders handed to commands that run their argument as code ------------------------------------------------
+
+# (the step's command, what validate says: "warn" with the command's label, or "error" where it is refused outright)
+EXECUTING = {
+    "bash-norc-c": ("bash --norc -c 'echo {{inputs.x}}'", "warn", "sh -c"),
+    "if-eval": ("if eval {{inputs.x}}; then echo y; fi", "warn", "eval"),
+    "flock-c": ("flock /tmp/lock -c {{inputs.x}}", "warn", "flock -c"),
+    "script-qec": ("script -qec {{inputs.x}} /dev/null", "warn", "script -c"),
+    "pipe-to-sh": ("echo {{inputs.x}} | sh", "warn", "a shell reading a pipe (| sh)"),
+    "pipe-to-bash": ("printf '%s ' {{inputs.x}} | bash", "warn", "a shell reading a pipe (| sh)"),
+    "trap": ('trap "echo {{inputs.x}}" EXIT', "warn", "trap"),
+    "python3-c": ('python3 -c "print({{inputs.x}})"', "warn", "python -c"),
+    "awk-system": ("awk 'BEGIN{system(\"{{inputs.x}}\")}'", "warn", "awk system()"),
+    "awk-v-system": ("awk -v v={{inputs.x}} 'BEGIN{system(v)}'", "warn", "awk system()"),
+    "perl-e": ("perl -e {{inputs.x}}", "warn", "perl -e"),
+    "node-e": ("node -e {{inputs.x}}", "warn", "node -e"),
+    "ssh-after-if": ('if ssh host "{{inputs.x}}"; then :; fi', "warn", "ssh"),
+    "eval": ("eval {{inputs.x}}", "error", "runs its argument as shell code"),
+    "sh-c": ("sh -c {{inputs.x}}", "error", "runs its argument as shell code"),
+    "xargs-sh-c": ("echo a | xargs sh -c {{inputs.x}}", "error", "runs its argument as shell code"),
+    "find-exec-sh-c": ("find . -exec sh -c {{inputs.x}} \\;", "error", "runs its argument as shell code"),
+    "ssh-host": ('ssh host "{{inputs.x}}"', "error", "runs its argument as shell code"),
+    "data-only-echo-pipe-to-a-hash": ("echo {{inputs.x}} | sha256sum", "ok", ""),
+    "data-only-grep-e": ("grep -e {{inputs.x}} README", "ok", ""),
+}
+
+
+@pytest.mark.parametrize("case", list(EXECUTING), ids=list(EXECUTING))
+def test_validate_warns_where_a_value_reaches_a_command_that_runs_it_as_code(tmp_path: Path, case: str) -> None:
+    command, verdict, words = EXECUTING[case]
+    ability = f"description: d\ninputs:\n  x: {{type: string}}\nsteps:\n  - id: go\n    type: script\n    run: {json.dumps(command)}\n"
+    root, target = _project(tmp_path, "abilities/risky.yaml", _text(ability))
+
+    as_json = _cli(root, target, "validate", "--json", "risky")
+    plain = _cli(root, target, "validate", "risky")
+
+    [report] = json.loads(as_json.stdout)["files"]
+    messages = [w["message"] for w in report["warnings"]]
+    if verdict == "warn":
+        assert as_json.returncode == 0 and plain.returncode == 0 and report["valid"], report  # it still loads
+        [message] = messages
+        assert report["warnings"][0]["path"] == "steps[0].run"
+        assert f"step 'go' passes {{{{inputs.x}}}} to {words} (" in message and repr(command) in message, message
+        assert "runs it as code" in message and "$ABILITIES_INPUT_X" in message, message
+        assert f"warn  steps[0].run: step 'go' passes {{{{inputs.x}}}} to {words}" in plain.stdout, plain.stdout
+    elif verdict == "error":
+        assert as_json.returncode == 1 and not report["valid"] and not messages, report
+        assert words in report["errors"][0]["message"]
+    else:
+        assert as_json.returncode == 0 and report["valid"] and not messages, report
+        assert "\nwarn " not in plain.stdout, plain.stdout
+
+
+async def test_ability_validate_carries_the_warnings_in_the_file_entry(root: Path, client: Client) -> None:
+    (root / "abilities" / "risky.yaml").write_text(
+        "description: d\ninputs:\n  x: {type: string}\nsteps:\n  - {id: go, type: script, run: 'echo {{inputs.x}} | sh'}\n"
+    )
+
+    result = await client.call_tool("ability_validate", {"name": "risky"})
+
+    [entry] = result.structured_content["files"]
+    assert entry["valid"] and result.structured_content["valid"]
+    assert entry["warnings"][0]["path"] == "steps[0].run" and "(| sh)" in entry["warnings"][0]["message"]

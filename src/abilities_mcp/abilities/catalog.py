@@ -6,7 +6,7 @@ A broken file never hides the others; files changed on disk are picked up at the
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import Diagnostic, UnknownName, did_you_mean
@@ -28,6 +28,7 @@ class FileDiagnostics:
     name: str
     path: Path
     diagnostics: list[Diagnostic]
+    warnings: list[Diagnostic] = field(default_factory=list)  # it loads, but deserves a look
 
 
 class Catalog:
@@ -92,7 +93,7 @@ class Catalog:
 
     def files(self) -> list[FileDiagnostics]:
         """Every file the server loads, with its problems: abilities, skills and workflows.json."""
-        out = [FileDiagnostics("ability", d.name, d.path, self.diagnostics(d)) for d in self.definitions]
+        out = [FileDiagnostics("ability", d.name, d.path, self.diagnostics(d), d.warnings) for d in self.definitions]
         names = {s.path: s.name for s in self.skillset.skills.values()}
         builtin = {s.path for s in self.skillset.skills.values() if s.scope == "builtin"}
         for path, problems in self.skillset.problems.items():

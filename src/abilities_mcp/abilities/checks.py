@@ -11,9 +11,11 @@ from ..patterns import compile_pattern
 from .expressions import Condition, ExpressionError, parse_condition
 from .inputs import check_value
 from .models import Ability, ScriptStep
-from .templates import TemplateError, references, render_shell
+from .templates import TemplateError, executing_commands, input_env, parse_reference, references, render_shell
 
 Problem = tuple[str, str]  # (field path, message with the fix)
+# Characters of a command line quoted in a warning.
+SHOWN_COMMAND_CHARS = 100
 
 
 def check_ability(ability: Ability) -> list[Problem]:
@@ -25,6 +27,48 @@ def check_ability(ability: Ability) -> list[Problem]:
     if not graph:  # references are judged against the execution order, which needs a sound graph
         problems += _check_references(ability)
     return problems
+
+
+def warn_ability(ability: Ability) -> list[Problem]:
+    """What loads but deserves a second look: placeholders passed to commands that run their argument as code.
+    A value always arrives as one word of data; a command that executes that word executes it."""
+    commands = [
+        (f"steps[{i}].run", f"step {s.id!r}", s.run) for i, s in enumerate(ability.steps) if isinstance(s, ScriptStep)
+    ]
+    for key in ("before", "after"):
+        commands += [(f"hooks.{key}[{j}]", f"hooks.{key}[{j}]", c) for j, c in enumerate(getattr(ability.hooks, key))]
+    return [problem for path, where, command in commands for problem in _executing(path, where, command)]
+
+
+def _executing(path: str, where: str, command: str) -> Iterator[Problem]:
+    try:
+        render_shell(command, lambda ref: "")
+        found = executing_commands(command)
+    except TemplateError:  # refused outright: the error says so
+        return
+    for placeholder, label, line in found:
+        shown = line if len(line) <= SHOWN_COMMAND_CHARS else line[: SHOWN_COMMAND_CHARS - 3] + "..."
+        yield (
+            path,
+            (
+                f"{where} passes {{{{{placeholder}}}}} to {label} ({shown!r}), which runs it as code: the value "
+                f"arrives as one word of data, and {label} then executes that word. {_instead(placeholder)}"
+            ),
+        )
+
+
+def _instead(placeholder: str) -> str:
+    try:
+        ref = parse_reference(placeholder)
+    except TemplateError:
+        return ""
+    if ref[0] == "input":
+        [variable] = input_env({ref[1]: ""})
+        return f"Read it from the environment inside the inner script instead: ${variable} (every input is exported)"
+    return (
+        f"Have step {ref[1]!r} write it to a file and read the file inside the inner script instead, or pass it to a "
+        "command that takes it as data"
+    )
 
 
 def execution_order(ability: Ability) -> list[str]:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import Diagnostic, did_you_mean
 from ..explain import Format, explain, short
 from ..files import Unreadable, read_text, yaml_problem
-from .checks import check_ability
+from .checks import check_ability, warn_ability
 from .models import ABILITY_NAME, Ability, AgentStep, ApprovalStep, ScriptStep, SkillStep, WorkflowStep
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ class Definition:
     scope: str  # "project" or "user"
     ability: Ability | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)  # loads, but deserves a look (checks.warn_ability)
 
     @property
     def valid(self) -> bool:
@@ -100,7 +101,8 @@ def _load(path: Path, derived_name: str, scope: str) -> Definition:
                 "name; rename the file (lowercase letters, digits, - _) or set name:",
             ),
         )
-    return Definition(name, path, scope, ability, [Diagnostic(shown, p, m) for p, m in problems])
+    warnings = [Diagnostic(shown, p, m) for p, m in warn_ability(ability)]
+    return Definition(name, path, scope, ability, [Diagnostic(shown, p, m) for p, m in problems], warnings)
 
 
 def _read_yaml(path: Path) -> tuple[Any, list[tuple[str, str]]]:

@@ -89,6 +89,49 @@ _REPARSERS = re.compile(
 )
 
 
+# Commands that run an argument (or what is piped to them) as code, which `validate` warns about: a placeholder
+# reaches them as one word of data, and they execute that word. (label, pattern searched before the placeholder
+# on its line, or after it for a pipe). A denylist is never complete; the guarantee is what the value arrives as.
+_EXECUTES_ARGUMENT = [
+    ("sh -c", re.compile(r"(?<![\w-])(?:ba|da|z|k|fi)?sh\s+(?:-[-\w]+\s+)*-\w*c\b")),
+    ("eval", re.compile(r"(?<![\w-])eval\s")),
+    ("flock -c", re.compile(r"(?<![\w-])flock\s.*\s(?:-c|--command)\b")),
+    ("script -c", re.compile(r"(?<![\w-])script\s+(?:-\w+\s+)*-\w*c")),
+    ("trap", re.compile(r"(?<![\w-])trap\s")),
+    ("python -c", re.compile(r"(?<![\w-])python[\d.]*\s+(?:-\w+\s+)*-\w*c\b")),
+    ("perl -e", re.compile(r"(?<![\w-])perl\s+(?:-\w+\s+)*-\w*[eE]\b")),
+    ("ruby -e", re.compile(r"(?<![\w-])ruby\s+(?:-\w+\s+)*-\w*e\b")),
+    ("node -e", re.compile(r"(?<![\w-])(?:node|deno|bun)\s+(?:-\S+\s+)*(?:-e|--eval|-p|--print)\b")),
+    ("ssh", re.compile(r"(?<![\w-])ssh\s")),
+    ("su -c", re.compile(r"(?<![\w-])su\s.*-\w*c\b")),
+    ("watch", re.compile(r"(?<![\w-])watch\s")),
+]
+# awk runs its program's system(), `| getline` and `print | "cmd"` as shell commands, whatever side of the program
+# the value arrives on (`awk -v v={{x}} 'BEGIN{system(v)}'`).
+_AWK = re.compile(r"(?<![\w-])[gmn]?awk\s")
+_AWK_RUNS = re.compile(r"\bsystem\s*\(|\|\s*getline|print[^;]*\|\s*\"")
+_PIPED_TO_SHELL = re.compile(r"\|\s*(?:sudo\s+(?:-\S+\s+)*)?(?:ba|da|z|k)?sh\b(?!\s+(?:-[-\w]+\s+)*-\w*c\b)")
+
+
+def executing_commands(command: str) -> list[tuple[str, str, str]]:
+    """(placeholder, the command that runs it as code, the line) for each placeholder passed to a command that
+    executes its argument (`bash --norc -c`, `python3 -c`, `... | sh`, `trap`, ...): what `validate` warns about."""
+    found = []
+    for m in PLACEHOLDER.finditer(command):
+        start = command.rfind("\n", 0, m.start()) + 1
+        end = command.find("\n", m.end())
+        line = command[start : len(command) if end < 0 else end]
+        before, after = command[start : m.start()], command[m.end() : len(command) if end < 0 else end]
+        label = next((name for name, pattern in _EXECUTES_ARGUMENT if pattern.search(before)), None)
+        if label is None and _AWK.search(before) and _AWK_RUNS.search(line):
+            label = "awk system()"
+        if label is None and _PIPED_TO_SHELL.search(after):
+            label = "a shell reading a pipe (| sh)"
+        if label is not None:
+            found.append((m.group(1), label, line.strip()))
+    return found
+
+
 class _ShellRenderer:
     """Walks a command once, tracking the shell's quoting context so each placeholder is quoted to fit it.
 

@@ -145,6 +145,8 @@ def validate(project: Project, args: argparse.Namespace) -> int:
             print(f"{'ok   ' if r.valid else 'ERROR'} {r.kind:9} {r.name}  ({r.path})")
             for e in r.errors:
                 print(f"      {e.path or '(file)'}: {e.message}")
+            for w in r.warnings:
+                print(f"warn  {w.path or '(file)'}: {w.message}")
         bad = sum(not r.valid for r in reports)
         print(f"\n{len(reports)} file(s) checked, {bad} with errors." if reports else "No abilities or skills found.")
     return 1 if any(not r.valid for r in reports) else 0

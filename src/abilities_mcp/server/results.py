@@ -117,6 +117,9 @@ class FileReport(BaseModel):
     path: str
     valid: bool
     errors: list[ErrorInfo] = Field(default_factory=list)
+    warnings: list[ErrorInfo] = Field(
+        default_factory=list, description="What loads but deserves a look; a file with only warnings is valid"
+    )
 
 
 class ValidationReport(BaseModel):

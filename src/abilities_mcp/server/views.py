@@ -249,6 +249,7 @@ def validation_report(catalog: Catalog, name: str | None = None) -> ValidationRe
             path=str(f.path),
             valid=not f.diagnostics,
             errors=[ErrorInfo(path=x.path, message=x.message) for x in f.diagnostics],
+            warnings=[ErrorInfo(path=x.path, message=x.message) for x in f.warnings],
         )
         for f in files
     ]
