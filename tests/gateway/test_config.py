@@ -151,3 +151,42 @@ async def test_a_project_with_gateway_json_has_them_and_starts_no_upstream(proje
 
     assert {"tool_search", "tool_call"} <= names
     assert not marker.exists()  # nothing connects until a call needs it
+
+
+def test_a_variable_that_is_not_set_and_has_no_default_leaves_its_server_out_saying_how_to_fix_it(
+    root: Path,
+) -> None:
+    path = write(
+        root,
+        {
+            "mcpServers": {
+                "db": {"command": "mcp-db", "env": {"TOKEN": "${DB_TOKEN}"}},
+                "ok": {"command": "mcp-ok", "args": ["${EMPTY}", "${UNSET:-fallback}"]},
+            }
+        },
+    )
+
+    config = read_gateway(path, root, {"EMPTY": ""})
+
+    assert [(d.path, d.message) for d in config.problems] == [
+        (
+            "mcpServers.db",
+            "${DB_TOKEN} is not set; set it where the server starts, or give a default: ${DB_TOKEN:-value}",
+        )
+    ]
+    assert list(config.upstreams) == ["ok"]
+    assert config.upstreams["ok"].args == ("", "fallback")
+
+
+async def test_tool_search_names_a_broken_server_and_tool_call_of_it_says_why(project: Project) -> None:
+    write(project.root, {"mcpServers": {"db": {"command": "x", "timout": "3s"}}})
+
+    async with Client(create_server(project)) as client:
+        search = (await client.call_tool("tool_search", {"task": "query the database"})).structured_content
+        call = await client.call_tool("tool_call", {"tool": "db__query", "arguments": {}})
+
+    assert search["tools"] == []
+    assert "mcpServers.db.timout: unknown key 'timout'; did you mean 'timeout'?" in search["warnings"][0]
+    assert call.is_error
+    assert "Unknown tool 'db__query'" in call.content[0].text
+    assert "mcpServers.db.timout" in call.content[0].text

@@ -240,3 +240,16 @@ async def test_a_prerequisite_no_tool_of_the_same_upstream_fills_runs_on_the_ups
     assert not result.is_error, text(result)
     assert "42" in text(result)
     assert [r["tool"] for r in result.structured_content["gate"]["ran_prerequisites"]] == ["sqlite__list_tables"]
+
+
+async def test_a_broken_entry_beside_it_does_not_stop_a_working_upstream(project: Project) -> None:
+    write_project(project.root, {})
+    config = json.loads((project.root / "gateway.json").read_text())
+    config["mcpServers"]["broken"] = {"command": "x", "timeout": "soon"}
+    (project.root / "gateway.json").write_text(json.dumps(config))
+
+    async with Client(create_server(project)) as client:
+        result = await tool_call(client, "sqlite__read_query", {"query": "SELECT count(*) AS n FROM users"})
+
+    assert not result.is_error, text(result)
+    assert "'n': 2" in text(result)

@@ -128,8 +128,11 @@ def read_gateway(path: Path, root: Path, environ: dict[str, str] | None = None) 
         if name in misnamed:
             continue
         entry, wrong = _entry(path, name, raw)
+        if entry is not None and (unset := unset_variables(entry, env)):
+            fix = f"set it where the server starts, or give a default: ${{{unset[0]}:-value}}"
+            wrong = [Diagnostic(str(path), f"mcpServers.{name}", f"${{{unset[0]}}} is not set; {fix}")]
         problems += wrong
-        if entry is not None:
+        if entry is not None and not wrong:
             upstreams[name] = _upstream(name, entry, root, env)
     return GatewayConfig(upstreams, problems)
 
@@ -213,8 +216,26 @@ def _upstream(name: str, entry: StdioUpstream | HttpUpstream, root: Path, env: d
 
 
 def expand(text: str, env: dict[str, str]) -> str:
-    """`${VAR}` and `${VAR:-default}` replaced from the environment (an unset VAR with no default: empty)."""
+    """`${VAR}` and `${VAR:-default}` replaced from the environment (the default when VAR is unset or empty)."""
     return _VARIABLE.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), text)
+
+
+def unset_variables(entry: BaseModel, env: dict[str, str]) -> list[str]:
+    """The `${VAR}`s of an entry that have no default and are not set: the server would start with a hole."""
+    texts: list[str] = []
+
+    def collect(value: Any) -> None:
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item)
+
+    collect(entry.model_dump())
+    return sorted({m.group(1) for t in texts for m in _VARIABLE.finditer(t) if m.group(2) is None} - set(env))
 
 
 class Gateway:

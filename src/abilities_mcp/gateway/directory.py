@@ -33,6 +33,7 @@ class Listing(NamedTuple):
     entries: list[Entry]
     refreshed_at: float
     problems: list[str]
+    failed: dict[str, str]  # upstream -> why it could not be listed
 
 
 class UnknownTool(AbilitiesError):
@@ -43,13 +44,13 @@ async def discover(config: GatewayConfig, upstreams: Upstreams, only: str | None
     """List the tools of every upstream (or only one), concurrently; a failing upstream is a problem, not an error."""
     names = [only] if only is not None else list(config.upstreams)
     found: dict[str, list[Entry]] = {}
-    problems: list[str] = []
+    failed: dict[str, str] = {}
 
     async def one(name: str) -> None:
         try:
             tools = await upstreams.connection(config.upstreams[name]).tools()
         except UpstreamError as exc:
-            problems.append(str(exc))
+            failed[name] = str(exc)
             return
         found[name] = [Entry(name, t.name, t.description or "", dict(t.input_schema or {})) for t in tools]
 
@@ -57,7 +58,8 @@ async def discover(config: GatewayConfig, upstreams: Upstreams, only: str | None
         for name in names:
             tasks.start_soon(one, name)
     entries = [e for name in names for e in found.get(name, [])]
-    return Listing(entries, time.time(), problems)
+    broken = [f"{d} (this server is left out until gateway.json is fixed)" for d in config.problems]
+    return Listing(entries, time.time(), [failed[n] for n in names if n in failed] + broken, failed)
 
 
 def split(name: str, config: GatewayConfig) -> tuple[str | None, str]:

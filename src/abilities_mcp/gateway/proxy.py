@@ -89,8 +89,9 @@ class Proxy:
     async def call(self, name: str, arguments: dict[str, Any], session_id: str) -> Outcome:
         """Call an upstream tool through the gates; raises Refused, BadArguments, PrerequisiteFailed, UpstreamError."""
         listing = await self.listing(name)
-        if split(name, self.gateway.current())[0] is not None and listing.problems:
-            raise UpstreamUnavailable(listing.problems[0])  # the one server named could not list its tools
+        server = split(name, self.gateway.current())[0]
+        if server in listing.failed:
+            raise UpstreamUnavailable(listing.failed[server])  # the server named could not list its tools
         entry = resolve(name, listing)
         problems = schema_problems(entry.input_schema, arguments)
         if problems:
