@@ -82,6 +82,12 @@ VALID = [
         entry(prerequisites=[step(params={"database": "main", "limit": 10, "nested": {"a": [1, None]}})]),
         id="params",
     ),
+    pytest.param(
+        entry(
+            prerequisites=[step(params={"limit": 5}, arguments={"table_name": "$args.table", "deep": ["$args.a.b"]})]
+        ),
+        id="gateway-arguments",
+    ),
     pytest.param(entry(enabled=False), id="disabled"),
     pytest.param(entry(triggers={"keywords": ["sql"]}), id="keywords-only"),
     pytest.param(entry(triggers={"category": "database"}), id="category-only"),
@@ -120,6 +126,7 @@ STRUCTURAL = [
     pytest.param(entry(prerequisites=["list_tables"]), id="prerequisite-a-string"),
     pytest.param(entry(prerequisites=[step(required="true")]), id="required-a-string"),
     pytest.param(entry(prerequisites=[step(params=["a"])]), id="params-a-list"),
+    pytest.param(entry(prerequisites=[step(arguments="$args.table")]), id="arguments-a-string"),
     pytest.param(entry(triggers={"tools": "execute_query"}), id="tools-a-string"),
     pytest.param(entry(triggers={"tools": [1]}), id="tools-a-number-item"),
     pytest.param(entry(triggers={"keywords": "sql"}), id="keywords-a-string"),
@@ -203,6 +210,18 @@ def test_steps_come_back_sorted_and_omitted_fields_take_their_defaults(tmp_path:
     assert (workflow.mode, workflow.enabled, workflow.category, workflow.keywords) == ("enforce", True, None, ())
     assert workflow.tools == ("execute_query",)
     assert workflow.source == str(path)
+
+
+def test_the_gateways_arguments_are_read_by_the_stdlib_reader_and_default_to_none(tmp_path: Path) -> None:
+    data = {
+        "description": "d",
+        "triggers": {"tools": ["read_query"]},
+        "prerequisites": [step(1, "a"), step(2, "describe_table", arguments={"table_name": "$args.table"})],
+    }
+    workflow = read_workflows(write_json(tmp_path / "workflows.json", {KEY: data})).workflows[KEY]
+
+    assert workflow.prerequisite(1).arguments == {}
+    assert workflow.prerequisite(2).arguments == {"table_name": "$args.table"}
 
 
 def test_a_missing_file_is_an_empty_set_with_no_problems(tmp_path: Path) -> None:
