@@ -87,7 +87,8 @@ class Proxy:
         return await discover(config, self.upstreams, only=server)
 
     async def call(self, name: str, arguments: dict[str, Any], session_id: str) -> Outcome:
-        """Call an upstream tool through the gates; raises Refused, BadArguments, PrerequisiteFailed, UpstreamError."""
+        """Call an upstream tool through the gates. Raises (each an AbilitiesError): UnknownTool, UpstreamUnavailable,
+        BadArguments, Refused, PrerequisiteFailed, UpstreamError."""
         listing = await self.listing(name)
         server = split(name, self.gateway.current())[0]
         if server in listing.failed:
@@ -103,8 +104,8 @@ class Proxy:
             plan = await self._plan(first, entry, arguments, listing)
             ran = [await self._run(step, session_id) for step in plan]
         after = check(found, entry.qualified, "", self.sessions.done(session_id))
-        if after.verdict == "deny":  # cannot happen unless the records were cleared meanwhile: never send
-            raise Refused(f"{entry.qualified!r} is still gated", "prerequisites missing", [])
+        if after.verdict == "deny":  # only if the records were cleared meanwhile; whatever the cause, never send
+            raise Refused(f"{entry.qualified!r} is still gated: {after.message}", "prerequisites missing")
         result = await self._upstream_call(entry, arguments)
         if not result.is_error:
             self.sessions.record(session_id, found, entry.qualified, text_of(result))
