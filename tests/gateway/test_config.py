@@ -190,3 +190,10 @@ async def test_tool_search_names_a_broken_server_and_tool_call_of_it_says_why(pr
     assert call.is_error
     assert "Unknown tool 'db__query'" in call.content[0].text
     assert "mcpServers.db.timout" in call.content[0].text
+
+
+def test_the_schema_command_prints_gateway_json_s_schema(root: Path) -> None:
+    done = subprocess.run(cli(root, "schema", "gateway"), capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == json_schema()
