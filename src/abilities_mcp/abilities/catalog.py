@@ -11,8 +11,10 @@ from pathlib import Path
 
 from ..errors import Diagnostic, UnknownName, did_you_mean
 from ..prerequisites.workflows import Workflows, read_workflows
-from ..skills.skillset import SkillSet
+from ..skills.skillset import BUILTIN_SKILLS, SkillSet
 from ..state.project import Project, discover_ability_files, stamp
+from ..state.settings import FILE_NAME as SETTINGS_FILE
+from ..state.settings import read as read_settings
 from .loader import Definition, load_definition
 from .models import SkillStep, WorkflowStep
 
@@ -92,18 +94,21 @@ class Catalog:
             raise UnknownName("ability or skill", name, [*self.winners, *self.skillset.skills])
 
     def files(self) -> list[FileDiagnostics]:
-        """Every file the server loads, with its problems: abilities, skills and workflows.json."""
+        """Every file the server loads, with its problems: abilities, skills, workflows.json, abilities-mcp.json."""
         out = [FileDiagnostics("ability", d.name, d.path, self.diagnostics(d), d.warnings) for d in self.definitions]
         names = {s.path: s.name for s in self.skillset.skills.values()}
-        builtin = {s.path for s in self.skillset.skills.values() if s.scope == "builtin"}
         for path, problems in self.skillset.problems.items():
-            if path in builtin:
-                continue  # the package's own skills: checked by its tests, not the project's to fix
+            if path.is_relative_to(BUILTIN_SKILLS):
+                continue  # the package's own skills (used or shadowed): checked by its tests, not the project's to fix
             out.append(FileDiagnostics("skill", names.get(path, path.parent.name), path, problems))
         for path in self.workflows.files:
             if path.exists():
                 kind = "workflows" if path == self.project.workflows_file else "tool cache"
                 out.append(FileDiagnostics("workflows", path.name, path, workflow_file_problems(path, kind)))
+        settings = read_settings(self.project.root / SETTINGS_FILE)
+        if settings.path.exists():
+            problems = [Diagnostic(str(settings.path), field, message) for field, message in settings.problems]
+            out.append(FileDiagnostics("settings", SETTINGS_FILE, settings.path, problems))
         return out
 
     def _check_project(self) -> None:

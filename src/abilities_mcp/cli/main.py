@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 
 from ..state.project import Project
-from .inert import make_output_inert
+from .inert import inert, make_output_inert
 from .parser import build_parser
 
 log = logging.getLogger("abilities_mcp")
@@ -30,6 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     project = Project.resolve(args.root, args.state_dir)
     command = args.command or "serve"
+    if problem := settle_defaults(args, project):
+        print(f"abilities-mcp: {inert(problem)}; fix or unset it", file=sys.stderr)
+        return 2
     if command != "schema" and not project.root.is_dir():
         what = "is not a folder" if project.root.exists() else "does not exist"
         print(
@@ -234,6 +237,42 @@ def history(project: Project, args: argparse.Namespace) -> int:
     return 0
 
 
+def settle_defaults(args: argparse.Namespace, project: Project) -> str | None:
+    """What no flag set: the environment, then the project's settings file (abilities-mcp.json), then the default.
+    Returns what is wrong with an environment variable, or None."""
+    from ..durations import parse_duration
+    from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV
+    from ..state.settings import chosen
+    from ..state.store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS
+
+    root = project.root
+    wanted = [
+        ("session_ttl", "sessions.ttl", TTL_ENV, parse_duration, DEFAULT_TTL_SECONDS),
+        ("history_runs", "history.runs", "ABILITIES_HISTORY_RUNS", _whole, DEFAULT_HISTORY_RUNS),
+        ("history_days", "history.days", "ABILITIES_HISTORY_DAYS", _positive, DEFAULT_HISTORY_DAYS),
+    ]
+    for attribute, dotted, env, parse, default in wanted:
+        try:
+            setattr(args, attribute, chosen(root, dotted, getattr(args, attribute), env, parse, default))
+        except ValueError as exc:
+            return f"${env}: {exc}"
+    return None
+
+
+def _whole(value: str | int) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"{value!r} must be a whole number of at least 1")
+    return number
+
+
+def _positive(value: str | float) -> float:
+    number = float(value)
+    if not number > 0:
+        raise ValueError(f"{value!r} must be a positive number of days")
+    return number
+
+
 def events(project: Project, args: argparse.Namespace) -> int:
     """The skill events the server recorded, and their counters (cli/events.py)."""
     from .events import events as show
@@ -335,6 +374,10 @@ def schema(project: Project, args: argparse.Namespace) -> int:
         from ..gateway.config import json_schema as gateway_schema
 
         document = gateway_schema()
+    elif args.kind == "settings":
+        from ..state.settings import json_schema as settings_schema
+
+        document = settings_schema()
     else:
         from ..abilities.models import Ability
 

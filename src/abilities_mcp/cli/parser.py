@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-
-from ..state.store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--task", help="the task itself, instead of a plan")
     s.add_argument("--kind", choices=["implementation", "review"], default="implementation", help="the step's kind")
     s.add_argument("--max", type=int, dest="max_skills", help="skills at most (default 2, or 1 for review)")
-    s.add_argument("--budget", type=int, default=20_000, help="characters of each SKILL.md in the prompt")
-    s.add_argument("--references", action="store_true", help="add each chosen skill's references/ files")
+    s.add_argument("--budget", type=int, help="characters of each SKILL.md in the prompt (default 20000)")
+    s.add_argument("--references", action="store_true", default=None, help="add each skill's references/ files")
     s.add_argument("--json", action="store_true", help="the skill_plan tool's answer instead of the prompt")
     s = actions.add_parser("sync", parents=[common], help="write the skills catalog into AGENTS.md, as OpenSkills does")
     s.add_argument("--output", default="AGENTS.md", help="the Markdown file (default AGENTS.md, under the project)")
@@ -78,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="the newest N events (default 50)")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("schema", parents=[common], help="print a JSON Schema for editors")
-    p.add_argument("kind", choices=["ability", "workflows", "gateway"])
+    p.add_argument("kind", choices=["ability", "workflows", "gateway", "settings"])
     _workflow_parsers(sub, common)
     _client_parsers(sub, common)
     return parser
@@ -141,26 +138,25 @@ def _common(root, state_dir, log_level) -> argparse.ArgumentParser:
 
 
 def _history_options(parser: argparse.ArgumentParser, default) -> None:
-    from ..prerequisites.sessions import TTL_ENV
-
+    """--session-ttl, --history-runs, --history-days; left None here, and settled once the project is known (the
+    environment, then its settings file, then the defaults: main.settle_defaults)."""
     parser.add_argument(
         "--session-ttl",
         type=_duration,
-        default=default if default is not None else os.environ.get(TTL_ENV) or "24h",  # parsed by type=
+        default=default,
         metavar="DURATION",
         help="workflow prerequisites recorded in a session expire this long after it started "
-        "(default 24h, $ABILITIES_SESSION_TTL)",
+        "(default: $ABILITIES_SESSION_TTL, else sessions.ttl in abilities-mcp.json, else 24h)",
     )
-    env_runs, env_days = os.environ.get("ABILITIES_HISTORY_RUNS"), os.environ.get("ABILITIES_HISTORY_DAYS")
     parser.add_argument(
         "--history-runs",
         type=int,
-        default=default if default is not None else int(env_runs or DEFAULT_HISTORY_RUNS),
-        help="finished runs kept (default 500, $ABILITIES_HISTORY_RUNS)",
+        default=default,
+        help="finished runs kept (default: $ABILITIES_HISTORY_RUNS, else history.runs in abilities-mcp.json, else 500)",
     )
     parser.add_argument(
         "--history-days",
         type=float,
-        default=default if default is not None else float(env_days or DEFAULT_HISTORY_DAYS),
-        help="days finished runs are kept (default 30, $ABILITIES_HISTORY_DAYS)",
+        default=default,
+        help="days finished runs are kept (default: $ABILITIES_HISTORY_DAYS, else history.days, else 30)",
     )

@@ -284,7 +284,7 @@ class Hook:
     def __init__(self, call: Call, project: Project, session_ttl: float | None = None):
         self.call = call
         self.project = project
-        self.ttl = session_ttl if session_ttl is not None else _ttl_from_env()
+        self._ttl = session_ttl  # worked out when a session's records are read: most calls never need it
         self._db: Database | None = None
         self._workflows: WorkflowSet | None = None
 
@@ -309,16 +309,17 @@ class Hook:
         return find(self.database().db, sessions, os.getpid())
 
     def session(self) -> SessionState:
-        return SessionState(self.database(), self.ttl)
+        if self._ttl is None:
+            self._ttl = _ttl(self.project.root)
+        return SessionState(self.database(), self._ttl)
 
 
-def _ttl_from_env() -> float:
-    text = os.environ.get(TTL_ENV)
-    if not text:
-        return DEFAULT_TTL_SECONDS
+def _ttl(root: Any) -> float:
+    """$ABILITIES_SESSION_TTL, else the settings file's sessions.ttl, else 24 hours."""
     from ..durations import parse_duration
+    from ..state.settings import chosen
 
-    return parse_duration(text)
+    return chosen(root, "sessions.ttl", None, TTL_ENV, parse_duration, DEFAULT_TTL_SECONDS)
 
 
 def before(hook: Hook) -> Answer:

@@ -150,10 +150,10 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
             "implementation"
         ),
         max_skills: Annotated[int | None, Field(ge=0, le=10, description="Default 2, or 1 for review")] = None,
-        budget: Annotated[int, Field(ge=1000, le=200_000, description="Characters per SKILL.md")] = (
-            DEFAULT_BODY_BUDGET
-        ),
-        include_references: Annotated[bool, Field(description="Add each skill's references/ files")] = False,
+        budget: Annotated[
+            int | None, Field(ge=1000, le=200_000, description=f"Characters per file (default {DEFAULT_BODY_BUDGET})")
+        ] = None,
+        include_references: Annotated[bool | None, Field(description="Add each skill's references/ files")] = None,
     ) -> SkillPlan:
         """For one step of a plan: the plan's next unchecked task (or the task given), the skills for it (those
         the task names, `(skills: a, b)`, then the best matches), and a prompt block with the skills to paste into

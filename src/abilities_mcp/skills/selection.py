@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..errors import UnknownName
 from ..files import Unreadable, read_text
+from ..state.settings import load
 from .openskills import available_skills, read_output
 from .plan import PlanError, Task, next_task, plan_path, read_plan, split_hints
 from .skillset import SkillSet
@@ -56,12 +57,17 @@ def for_step(
     task: str | None = None,
     step_kind: str = "implementation",
     limit: int | None = None,
-    budget: int = DEFAULT_BODY_BUDGET,
-    references: bool = False,
+    budget: int | None = None,
+    references: bool | None = None,
 ) -> Step:
-    """The plan's next task (or the task given), its skills and the prompt; PlanError when the plan gives none."""
+    """The plan's next task (or the task given), its skills and the prompt; PlanError when the plan gives none.
+    What the caller leaves None comes from the settings file's skills.plan, else the defaults."""
     if step_kind not in STEP_LIMITS:
         raise PlanError(f"unknown step kind {step_kind!r}; use one of {', '.join(STEP_LIMITS)}")
+    settings = load(skillset.project.root)
+    limit = _first(limit, settings.get(f"skills.plan.{step_kind}"), STEP_LIMITS[step_kind])
+    budget = _first(budget, settings.get("skills.plan.budget"), DEFAULT_BODY_BUDGET)
+    references = _first(references, settings.get("skills.plan.references"), False)
     if task is not None:
         text, hints = split_hints(task)
         found: Task | None = Task(text, 0, None, hints)
@@ -75,6 +81,10 @@ def for_step(
         skillset, found.text if not found.parent else f"{found.parent}: {found.text}", found.hints, step_kind, limit
     )
     return Step(found, render(skillset, chosen, budget, references))
+
+
+def _first(*values):
+    return next(v for v in values if v is not None)
 
 
 def select(

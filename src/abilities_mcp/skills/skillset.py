@@ -161,13 +161,20 @@ class SkillSet:
         return self._router
 
 
-def builtin_enabled() -> bool:
-    return os.environ.get(BUILTIN_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+def builtin_enabled(project: Project) -> bool:
+    """$ABILITIES_BUILTIN_SKILLS, else skills.builtin in the settings file, else on."""
+    from ..state.settings import chosen
+
+    return chosen(project.root, "skills.builtin", None, BUILTIN_ENV, _on, True)
+
+
+def _on(value: str | bool) -> bool:
+    return value if isinstance(value, bool) else value.strip().lower() not in ("0", "false", "off", "no")
 
 
 def skill_roots(project: Project) -> list[tuple[Path, str]]:
     """Where skills are searched, in precedence order: the project's folders, the user's, then the built-in ones."""
-    builtin = [(BUILTIN_SKILLS, "builtin")] if builtin_enabled() and BUILTIN_SKILLS.is_dir() else []
+    builtin = [(BUILTIN_SKILLS, "builtin")] if builtin_enabled(project) and BUILTIN_SKILLS.is_dir() else []
     return project.skill_dirs() + builtin
 
 

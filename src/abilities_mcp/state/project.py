@@ -96,8 +96,15 @@ class Project:
         ]
 
     def skill_dirs(self) -> list[tuple[Path, str]]:
-        """Folders holding skills, project first, each with its scope."""
-        return [(self.root / f, "project") for f in SKILL_FOLDERS] + [(self.home / f, "user") for f in SKILL_FOLDERS]
+        """Folders holding skills, project first, each with its scope; the settings file may name others."""
+        from .settings import load  # on first use: most hook calls never look at skills
+
+        chosen = load(self.root).get("skills.folders")
+        if chosen is None:
+            defaults = [(self.root / f, "project") for f in SKILL_FOLDERS]
+            return defaults + [(self.home / f, "user") for f in SKILL_FOLDERS]
+        folders = [self.home / f[2:] if f.startswith("~/") else self.root / f for f in (c.strip() for c in chosen)]
+        return [(f, "project" if f.resolve().is_relative_to(self.root.resolve()) else "user") for f in folders]
 
     @property
     def workflows_file(self) -> Path:
