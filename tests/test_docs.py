@@ -4,7 +4,8 @@ Each page's fenced blocks are checked by their kind: `yaml` blocks are abilities
 parse (a workflows.json one validates too), `console` blocks run in a copy of the repository's project files and
 print what the page shows. A comment right above a block changes how it is checked:
 `<!-- doc-test: init CLIENT FILE [contains] -->` (the block is what `init CLIENT` writes into FILE),
-`<!-- doc-test: setup: COMMAND -->` (run before the block), `<!-- doc-test: not run: WHY -->`.
+`<!-- doc-test: setup: COMMAND -->` (run before the block), `<!-- doc-test: not run: WHY -->`,
+`<!-- doc-test: settings -->` (a JSON block `validate` must accept as abilities-mcp.json).
 """
 
 from __future__ import annotations
@@ -185,10 +186,11 @@ def test_every_json_example_parses_and_a_workflows_json_one_validates(tmp_path: 
             data = json.loads(block.text)
         except json.JSONDecodeError as e:
             pytest.fail(f"{block.name}: not JSON: {e}")
-        if isinstance(data, dict) and any(isinstance(v, dict) and "prerequisites" in v for v in data.values()):
+        workflows = isinstance(data, dict) and any(isinstance(v, dict) and "prerequisites" in v for v in data.values())
+        if workflows or block.marker == "settings":
             root = tmp_path / block.name.replace("/", "_")
             root.mkdir()
-            (root / "workflows.json").write_text(block.text)
+            (root / ("workflows.json" if workflows else "abilities-mcp.json")).write_text(block.text)
             result = validate(root, shim)
             assert result.returncode == 0, f"{block.name}: {result.stdout}{result.stderr}"
 
