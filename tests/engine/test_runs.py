@@ -583,7 +583,7 @@ async def test_opencode_session_ids_in_meta_separate_runs(client, write) -> None
         await client.call_tool("ability_cancel", {"run_id": r.structured_content["run_id"]})
 
 
-SKILL_TOOLS = ("skill_list", "skill_route", "skill_load", "skill_read")
+SKILL_TOOLS = ("skill_list", "skill_route", "skill_plan", "skill_load", "skill_read")
 
 
 async def test_tools_are_listed_with_schemas_and_read_only_hints(client) -> None:
@@ -602,6 +602,7 @@ async def test_tools_are_listed_with_schemas_and_read_only_hints(client) -> None
         "ability_history",
         "skill_list",
         "skill_route",
+        "skill_plan",
         "skill_load",
         "skill_read",
         "workflow_list",

@@ -121,7 +121,8 @@ def test_the_inspector_lists_the_projects_skills_through_the_skills_extension(np
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text("---\nname: release-notes\ndescription: Draft release notes.\n---\n\nSteps.\n")
 
-    result = inspect(npx, root, "--method", "skills/list")
+    # The Inspector starts the server with its own environment: say again that built-in skills stay out.
+    result = inspect(npx, root, "--method", "skills/list", server_env={"ABILITIES_BUILTIN_SKILLS": "0"})
 
     [entry] = result["skills"]
     assert entry["uri"] == "skill://release-notes/SKILL.md"
