@@ -72,7 +72,11 @@ def stdio_params(root: Path, *extra: str, env: dict[str, str] | None = None):
     """Parameters to start the real server as a subprocess on a project."""
     from mcp import StdioServerParameters
 
-    full_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "XDG_STATE_HOME", "ABILITIES_BUILTIN_SKILLS")}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k in ("PATH", "HOME", "LANG", "TMPDIR", "XDG_STATE_HOME", "ABILITIES_BUILTIN_SKILLS")
+    }
     full_env.update(env or {})
     return StdioServerParameters(
         command=sys.executable, args=["-m", "abilities_mcp", "--root", str(root), *extra], env=full_env

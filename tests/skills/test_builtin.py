@@ -55,7 +55,7 @@ async def test_they_load_list_as_builtin_and_stay_out_of_the_projects_validation
         escape = await client.call_tool("skill_read", {"name": "skill-author", "path": "../ability-author/SKILL.md"})
         validated = (await client.call_tool("ability_validate", {})).structured_content
     assert {(s["name"], s["location"]) for s in listed} == {(name, "builtin") for name in SHIPPED}
-    assert not loaded.is_error and "<skill_content name=\"skill-author\">" in loaded.content[0].text
+    assert not loaded.is_error and '<skill_content name="skill-author">' in loaded.content[0].text
     assert escape.is_error and "climbs out" in escape.content[0].text
     assert [f for f in validated["files"] if f["kind"] == "skill"] == []
 

@@ -90,7 +90,7 @@ def read(path: Path) -> Settings:
     except (ValueError, RecursionError) as exc:
         return Settings(path, {}, [("", f"is not valid JSON ({exc}); fix the syntax")])
     if not isinstance(document, dict):
-        return Settings(path, {}, [("", "must be a JSON object, e.g. {\"skills\": {\"builtin\": false}}")])
+        return Settings(path, {}, [("", 'must be a JSON object, e.g. {"skills": {"builtin": false}}')])
     values: dict[str, Any] = {}
     problems: list[tuple[str, str]] = []
     _check(document, SPEC, "", values, problems)
