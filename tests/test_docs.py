@@ -5,7 +5,7 @@ parse (a workflows.json one validates too), `console` blocks run in a copy of th
 print what the page shows. A comment right above a block changes how it is checked:
 `<!-- doc-test: init CLIENT FILE [contains] -->` (the block is what `init CLIENT` writes into FILE),
 `<!-- doc-test: setup: COMMAND -->` (run before the block), `<!-- doc-test: not run: WHY -->`,
-`<!-- doc-test: settings -->` (a JSON block `validate` must accept as abilities-mcp.json).
+`<!-- doc-test: settings|gateway -->` (a JSON block `validate` must accept as abilities-mcp.json or gateway.json).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from support import REPO
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 # The names a transcript may use for the project folder; the test's copy of the project stands in for them.
 PROJECT_NAMES = ("/home/you/demo", "/repo")
+# What a JSON block marked `<!-- doc-test: KIND -->` is, for `validate`.
+FILES = {"settings": "abilities-mcp.json", "gateway": "gateway.json", "workflows": "workflows.json"}
 MARKER = re.compile(r"<!--\s*doc-test:\s*(.*?)\s*-->")
 LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)\)")
 RUN_ID = re.compile(r"run_\d{8}_[0-9a-f]{8}")
@@ -187,10 +189,11 @@ def test_every_json_example_parses_and_a_workflows_json_one_validates(tmp_path: 
         except json.JSONDecodeError as e:
             pytest.fail(f"{block.name}: not JSON: {e}")
         workflows = isinstance(data, dict) and any(isinstance(v, dict) and "prerequisites" in v for v in data.values())
-        if workflows or block.marker == "settings":
-            root = tmp_path / block.name.replace("/", "_")
+        file = "workflows.json" if workflows else FILES.get(block.marker)
+        if file:
+            root = tmp_path / block.name.replace("/", "_").replace(":", "_")
             root.mkdir()
-            (root / ("workflows.json" if workflows else "abilities-mcp.json")).write_text(block.text)
+            (root / file).write_text(block.text)
             result = validate(root, shim)
             assert result.returncode == 0, f"{block.name}: {result.stdout}{result.stderr}"
 
