@@ -1,6 +1,8 @@
-"""Hostile and broken files, one table: each is named with what is wrong, the rest of the project still loads,
-and nothing crashes, hangs or reads without bound — through the CLI (`validate`) and the hook (a prompt's
-briefing reads every ability file) as real processes, so a crash is a failed case, not a dead test run."""
+"""The hostile-input matrix (issue 16), one table per kind: hostile and broken files, authors' regexes, hook
+payloads of the wrong types, skill reads that would leave a skill's folder, broken state files, protocol lines the
+SDK would drop, and placeholders handed to commands that run them as code. Each case is named with what is wrong;
+nothing crashes, hangs, reads without bound or answers with a traceback. Through real processes (the CLI, the hook,
+the server over stdio) wherever a crash would otherwise be a dead test run rather than a failed case."""
 
 from __future__ import annotations
 
