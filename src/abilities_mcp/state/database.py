@@ -243,6 +243,8 @@ def open_state(path: Path, factory: Callable[[Path], D]) -> tuple[D, str | None]
             return factory(path), None
         except StateCorrupt as exc:  # damage the read-only look could not see
             reason = exc.reason
+    import shlex  # here, not at the top: the hook imports this module on every tool call
+
     try:
         aside = _move_aside(path)
     except OSError as exc:
@@ -254,8 +256,8 @@ def open_state(path: Path, factory: Callable[[Path], D]) -> tuple[D, str | None]
         f"abilities-mcp: the state file {str(path)!r} was damaged or not an abilities-mcp state file ({reason}). It "
         f"was moved aside to {str(aside)!r} (with its -wal and -shm files; nothing was deleted) and a fresh state "
         "file was started. Lost from view: the runs, their history and approvals, and the workflow prerequisites "
-        "recorded in it (read what survives with `sqlite3 OLD .recover`). Kept: the project's abilities, skills "
-        "and workflows.json, which live in the project."
+        f"recorded in it (read what survives with `sqlite3 {shlex.quote(str(aside))} .recover`). Kept: the "
+        "project's abilities, skills and workflows.json, which live in the project."
     )
 
 
