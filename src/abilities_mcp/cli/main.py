@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import threading
 from collections.abc import Sequence
@@ -33,8 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem := settle_defaults(args, project):
         print(f"abilities-mcp: {inert(problem)}; fix or unset it", file=sys.stderr)
         return 2
-    if command != "schema" and not project.root.is_dir():
-        what = "is not a folder" if project.root.exists() else "does not exist"
+    if command != "schema" and (what := _not_a_project(project.root)):
         print(
             f"abilities-mcp: the project root {str(project.root)!r} {what}. It comes from --root, else "
             "$ABILITIES_ROOT, else $CLAUDE_PROJECT_DIR, else the current folder; point it at the project's folder "
@@ -54,6 +54,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `abilities-mcp schema ability | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except sqlite3.OperationalError as exc:  # opened, then a write failed: a read-only mount, a sandbox, a full disk
+        print(
+            f"abilities-mcp: the state file {str(project.state_db)!r} cannot be used ({exc}); nothing was recorded. "
+            "Run the command where that folder is writable, or point --state-dir at one that is.",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def _not_a_project(root) -> str | None:
+    """Why the root cannot be the project (it is missing, not a folder, or not readable by this user), or None."""
+    try:
+        if root.is_dir():
+            return None if os.access(root, os.R_OK | os.X_OK) else "cannot be read by this user"
+        return "is not a folder" if root.exists() else "does not exist"
+    except OSError as exc:  # a parent folder this user may not enter
+        return f"cannot be reached ({exc.strerror})"
 
 
 def _state_ready(project: Project) -> int | None:

@@ -9,6 +9,7 @@ reading the store every ANSWER_POLL_SECONDS.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict
 
@@ -21,6 +22,8 @@ from ..state.store import RunRecord
 from .live import LiveRun, seconds
 from .machine import RunEvent, RunState, StepEvent
 from .questions import PLAN_STEP, Answer, Question
+
+logger = logging.getLogger(__name__)
 
 # How often a waiting run reads the store for an answer written by another process (the terminal command).
 ANSWER_POLL_SECONDS = 0.2
@@ -98,14 +101,19 @@ class PersonSteps:
         with anyio.move_on_after(seconds(limit)):
             while True:
                 stored = self.store.answer_to(live.run_id, question.id)
-                if stored is not None:
-                    return Answer(**stored)
+                if stored is not None and (found := Answer.stored(stored)) is not None:
+                    return found
+                if stored is not None:  # not written by this program: dropped, and the person can still answer
+                    logger.warning("run %s: a malformed answer in the state file was ignored", live.run_id)
+                    why = "a malformed answer in the state file (not written by abilities-mcp)"
+                    self.store.discard_answer(live.run_id, question.id, question.step_id, why)
                 with anyio.move_on_after(ANSWER_POLL_SECONDS):
                     await live.question_answered.wait()
         answer = question.timed_out(str(limit))
         if self.store.answer(live.run_id, question.id, asdict(answer), question.step_id):
             return answer
-        return Answer(**self.store.answer_to(live.run_id, question.id))  # answered in the very last moment
+        late = Answer.stored(self.store.answer_to(live.run_id, question.id))  # answered in the very last moment
+        return late if late is not None else answer
 
     # --- answering (the person's side, any process) ---------------------------------------------------------
 

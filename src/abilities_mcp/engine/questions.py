@@ -40,6 +40,19 @@ class Answer:
     # Where it came from, for the record: the terminal and its process chain, or the client that showed the form.
     origin: str | None = None
 
+    @classmethod
+    def stored(cls, data: object) -> Answer | None:
+        """An answer as the state file holds it; None for anything else (a damaged or forged row must not crash
+        the run: it is ignored, and the run goes on waiting for a real one)."""
+        if not isinstance(data, dict):
+            return None
+        texts = ("question_id", "value", "by")
+        if not all(isinstance(data.get(k), str) for k in texts) or not isinstance(data.get("approved"), bool):
+            return None
+        if any(data.get(k) is not None and not isinstance(data.get(k), str) for k in ("note", "origin")):
+            return None
+        return cls(**{k: data.get(k) for k in (*texts, "approved", "note", "origin")})
+
     def summary(self) -> str:
         verb = "approved" if self.approved else "rejected"
         if self.value not in ("approved", "rejected"):

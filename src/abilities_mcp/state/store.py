@@ -144,11 +144,31 @@ class Store(Database):
             return cur.rowcount == 1
 
     def answer_to(self, run_id: str, question_id: str) -> dict[str, Any] | None:
-        """The answer given to a question, if any (another process may have written it)."""
+        """The answer given to a question, if any (another process may have written it); {} for one that is not
+        JSON, which the engine ignores like any other malformed answer."""
         row = self.db.execute(
             "SELECT answer FROM runs WHERE run_id=? AND question_id=?", (run_id, question_id)
         ).fetchone()
-        return json.loads(row["answer"]) if row and row["answer"] else None
+        if not row or not row["answer"]:
+            return None
+        try:
+            return json.loads(row["answer"])
+        except (TypeError, ValueError, RecursionError):
+            return {}
+
+    def discard_answer(self, run_id: str, question_id: str, step_id: str | None, why: str) -> None:
+        """Clear an answer the engine cannot take (not one of this program's), so a person can still answer; only
+        if it is still the one read, never a real answer written since."""
+        with self.transaction() as db:
+            row = db.execute("SELECT answer FROM runs WHERE run_id=? AND question_id=?", (run_id, question_id))
+            found = row.fetchone()
+            if found is None or not found["answer"]:
+                return
+            db.execute(
+                "UPDATE runs SET answer=NULL WHERE run_id=? AND question_id=? AND answer=?",
+                (run_id, question_id, found["answer"]),
+            )
+            self._event(run_id, step_id, "ignored", why)
 
     def children(self, run_id: str) -> list[RunRecord]:
         rows = self.db.execute("SELECT * FROM runs WHERE parent_run=? ORDER BY started_at", (run_id,)).fetchall()
