@@ -111,3 +111,20 @@ def test_the_table_keeps_only_the_newest_events(project: Project, monkeypatch) -
     kept = [e["name"] for e in skill_events.events(store)]
     store.close()
     assert kept == ["s3", "s4", "s5", "s6", "s7"]
+
+
+async def test_a_skill_step_records_the_runs_choice_with_the_run(project, skills, write) -> None:
+    write(
+        "apply",
+        """
+        description: apply a skill
+        steps:
+          - {id: sheet, type: skill, skill: xlsx}
+        """,
+    )
+    async with Client(create_server(project)) as client:
+        run = (await client.call_tool("ability_run", {"name": "apply", "wait_seconds": 10})).structured_content
+    assert run["status"] == "awaiting_agent"
+    [selected] = recorded(project, kind="SKILLS_SELECTED", run_id=run["run_id"])
+    assert selected["skills"] == [{"name": "xlsx", "reason": "step 'sheet' of 'apply' names it"}]
+    assert selected["step_kind"] == "skill step" and selected["session_id"]

@@ -8,6 +8,9 @@ import anyio
 
 from ..abilities.templates import render_text, render_value
 from ..errors import NextCall, Refused, UnknownName
+from ..skills.skillset import SkillPathRefused
+from ..state import skill_events
+from ..state.skill_events import LOAD_FAILED, SELECTED
 from ..state.store import RunRecord
 from .handoff import agent_instructions, check_handback, cut, prior_context, skill_handout
 from .live import LiveRun, seconds
@@ -25,10 +28,17 @@ class AgentSteps:
         """A skill step: the agent gets the skill's SKILL.md body, folder and the step's inputs, then hands back."""
         try:
             skill = self.catalog.skillset.get(step.skill)
-        except UnknownName as exc:
+        except (UnknownName, SkillPathRefused) as exc:
+            skill_events.record(
+                self.store, LOAD_FAILED, {"name": step.skill, "error": str(exc)}, live.session_id, live.run_id
+            )
             started = dict(attempts=attempt, started_at=time.time(), error=None)
             event = StepEvent.START if attempt == 1 else StepEvent.RETRY
             return self._fail_unstarted(live, step.id, event, started, f"{exc} Restore skills/{step.skill}/SKILL.md")
+        if attempt == 1:  # the run's own choice of skill, for `abilities-mcp events --run`
+            selection = {"step_kind": "skill step", "task_label": step.id, "strategy": "hint", "errors": []}
+            chosen = [{"name": skill.name, "reason": f"step {step.id!r} of {live.name!r} names it"}]
+            skill_events.record(self.store, SELECTED, {**selection, "skills": chosen}, live.session_id, live.run_id)
         inputs = {key: render_value(value, live.resolve) for key, value in step.inputs.items()}
         return await self._await_agent(live, step, attempt, attempts, previous, skill_handout(skill, inputs))
 
