@@ -138,7 +138,7 @@ async def test_a_project_without_gateway_json_has_no_gateway_tools(client: Clien
     names = {t.name for t in (await client.list_tools()).tools}
 
     assert "workflow_check" in names
-    assert not {"tool_search", "tool_call"} & names
+    assert not {"tool_search", "tool_call", "tool_batch", "tool_chain"} & names
 
 
 async def test_a_project_with_gateway_json_has_them_and_starts_no_upstream(project: Project, tmp_path: Path) -> None:
@@ -149,7 +149,7 @@ async def test_a_project_with_gateway_json_has_them_and_starts_no_upstream(proje
         names = {t.name for t in (await client.list_tools()).tools}
         await client.call_tool("workflow_list", {})
 
-    assert {"tool_search", "tool_call"} <= names
+    assert {"tool_search", "tool_call", "tool_batch", "tool_chain"} <= names
     assert not marker.exists()  # nothing connects until a call needs it
 
 

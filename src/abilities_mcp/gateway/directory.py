@@ -21,6 +21,7 @@ class Entry(NamedTuple):
     name: str
     description: str
     input_schema: dict[str, Any]
+    read_only: bool = False  # the upstream says so (readOnlyHint): tool_batch may retry it
 
     @property
     def qualified(self) -> str:
@@ -52,7 +53,9 @@ async def discover(config: GatewayConfig, upstreams: Upstreams, only: str | None
         except UpstreamError as exc:
             failed[name] = str(exc)
             return
-        found[name] = [Entry(name, t.name, t.description or "", dict(t.input_schema or {})) for t in tools]
+        found[name] = [
+            Entry(name, t.name, t.description or "", dict(t.input_schema or {}), _read_only(t)) for t in tools
+        ]
 
     async with anyio.create_task_group() as tasks:
         for name in names:
@@ -60,6 +63,11 @@ async def discover(config: GatewayConfig, upstreams: Upstreams, only: str | None
     entries = [e for name in names for e in found.get(name, [])]
     broken = [f"{d} (this server is left out until gateway.json is fixed)" for d in config.problems]
     return Listing(entries, time.time(), [failed[n] for n in names if n in failed] + broken, failed)
+
+
+def _read_only(tool: Any) -> bool:
+    annotations = getattr(tool, "annotations", None)
+    return bool(annotations is not None and annotations.read_only_hint)
 
 
 def split(name: str, config: GatewayConfig) -> tuple[str | None, str]:

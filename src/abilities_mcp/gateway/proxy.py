@@ -60,6 +60,7 @@ class Outcome(NamedTuple):
     entry: Entry
     result: CallToolResult
     gate: Gate
+    attempts: int = 1  # how many times the main call was sent (more only when retried: read-only, tool_batch)
 
 
 class Planned(NamedTuple):
@@ -86,9 +87,12 @@ class Proxy:
         server = split(name, config)[0] if name else None
         return await discover(config, self.upstreams, only=server)
 
-    async def call(self, name: str, arguments: dict[str, Any], session_id: str) -> Outcome:
+    async def call(self, name: str, arguments: dict[str, Any], session_id: str, attempts: int = 1) -> Outcome:
         """Call an upstream tool through the gates. Raises (each an AbilitiesError): UnknownTool, UpstreamUnavailable,
-        BadArguments, Refused, PrerequisiteFailed, UpstreamError."""
+        BadArguments, Refused, PrerequisiteFailed, UpstreamError.
+
+        `attempts` > 1: a read-only tool (the upstream's readOnlyHint) whose call fails (an error result, a timeout,
+        a dead connection) is sent again, up to that many times in all; any other tool is sent once."""
         listing = await self.listing(name)
         server = split(name, self.gateway.current())[0]
         if server in listing.failed:
@@ -106,10 +110,24 @@ class Proxy:
         after = check(found, entry.qualified, "", self.sessions.done(session_id))
         if after.verdict == "deny":  # only if the records were cleared meanwhile; whatever the cause, never send
             raise Refused(f"{entry.qualified!r} is still gated: {after.message}", "prerequisites missing")
-        result = await self._upstream_call(entry, arguments)
+        result, sent = await self._main_call(entry, arguments, attempts if entry.read_only else 1)
         if not result.is_error:
             self.sessions.record(session_id, found, entry.qualified, text_of(result))
-        return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + found.warnings()))
+        return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + found.warnings()), sent)
+
+    async def _main_call(self, entry: Entry, arguments: dict[str, Any], attempts: int) -> tuple[CallToolResult, int]:
+        """The gated call itself, sent up to `attempts` times while it fails; the last failure is what remains."""
+        for attempt in range(1, attempts + 1):
+            try:
+                result = await self._upstream_call(entry, arguments)
+            except UpstreamError as exc:
+                if attempt == attempts:
+                    exc.attempts = attempt
+                    raise
+                continue
+            if not result.is_error or attempt == attempts:
+                return result, attempt
+        raise AssertionError("unreachable: attempts >= 1")
 
     async def _plan(self, gate: Check, entry: Entry, arguments: dict[str, Any], listing: Listing) -> list[Planned]:
         """The missing prerequisites of every enforce workflow, in step order, each tool once, arguments filled;

@@ -49,6 +49,7 @@ class UpstreamError(AbilitiesError):
 
     def __init__(self, server: str, what: str, stderr: str = ""):
         self.server = server
+        self.attempts = 1  # how many times the call that met it was sent
         tail = f" Its stderr ends with:\n{stderr.rstrip()}" if stderr.strip() else " It wrote nothing to stderr."
         super().__init__(
             f"Upstream server {server!r} {what}.{tail}\nThe next call starts it again; if it keeps failing, "

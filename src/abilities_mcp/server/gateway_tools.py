@@ -1,4 +1,5 @@
-"""The gateway tools (DESIGN §5): tool_search and tool_call over the upstream servers of gateway.json.
+"""The gateway tools (DESIGN §5): tool_search, tool_call, tool_batch and tool_chain over the upstream servers of
+gateway.json.
 
 Thin: gateway/proxy.py does the work (discovery, arguments, gates, prerequisites, the upstream call); here its
 answers become results and its refusals tool errors.
@@ -6,18 +7,19 @@ answers become results and its refusals tool errors.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ..errors import AbilitiesError
+from ..gateway import batch
 from ..gateway.config import Gateway
 from ..gateway.directory import search
-from ..gateway.proxy import Outcome, Proxy
+from ..gateway.proxy import Gate, Outcome, Proxy
 from ..prerequisites.gates import categories_of
 from ..prerequisites.sessions import SessionState
 from ..prerequisites.workflows import Workflows
@@ -70,13 +72,54 @@ class ToolCallOutput(BaseModel):
     gate: GateInfo
 
 
+class BatchCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(description="server__tool as tool_search names it, or the bare tool name")
+    arguments: dict[str, Any] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("arguments", "params"),
+        description="The tool's arguments, fitting its input_schema",
+    )
+
+
+class ChainStep(BatchCall):
+    output_as: str | None = Field(
+        None, description='Name this step\'s result; later steps\' arguments use it as "$name" or "$name.field"'
+    )
+
+
+class CallResult(BaseModel):
+    tool: str = Field(description="The upstream tool (server__tool), or the name given when it could not be resolved")
+    status: Literal["ok", "error", "refused"] = Field(
+        description="ok; error: the upstream failed or reported an error; refused: the gateway sent nothing"
+    )
+    result: Any = Field(None, description="ok: the upstream's structured content if any, else its text")
+    error: str | None = Field(None, description="Why it failed or was refused")
+    gate: GateInfo | None = Field(None, description="What the gates did (absent when refused before the gates)")
+    duration_ms: float
+    bytes: int = Field(description="The size of result (or error) as UTF-8 JSON")
+    attempts: int = Field(description="How many times it was sent: 0 when refused, up to 3 for a read-only tool")
+
+
+class BatchOutput(BaseModel):
+    results: list[CallResult] = Field(description="One per call, in the order given")
+
+
+class ChainOutput(BaseModel):
+    results: list[CallResult] = Field(description="One per step run, in order; the failed step last")
+    variables: dict[str, Any] = Field(description="The results named by output_as, as later steps saw them")
+    failed_step: int | None = Field(description="The step (from 1) the chain stopped at, null when all ran")
+
+
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 # An upstream tool may do anything: the gateway cannot promise it is read-only or harmless.
 PROXIES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
 
 
 def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows, ttl_seconds: float) -> None:
-    """tool_search and tool_call, over the upstreams of gateway.json and the connection's session records."""
+    """tool_search, tool_call, tool_batch and tool_chain, over the upstreams of gateway.json and the connection's
+    session records."""
 
     def proxy(ctx: Context) -> tuple[Proxy, str]:
         session = ctx.request_context.lifespan_context
@@ -126,15 +169,72 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
             raise ToolError(str(exc)) from exc
         return _result(outcome)
 
+    @server.tool(name="tool_batch", annotations=PROXIES)
+    async def tool_batch(
+        calls: Annotated[
+            list[BatchCall],
+            Field(
+                description=f"At most {batch.MAX_BATCH} calls, run in this order",
+                json_schema_extra={"maxItems": batch.MAX_BATCH},
+            ),
+        ],
+        ctx: Context,
+    ) -> BatchOutput:
+        """Call several tools behind this gateway in one request, in order, each through the same gates as
+        tool_call. A failed call does not stop the others; a read-only tool is tried up to 3 times. Each result
+        has its status (ok, error, refused)."""
+        gated, session_id = proxy(ctx)
+        try:
+            items = await batch.batch(gated, [(c.tool, c.arguments) for c in calls], session_id)
+        except AbilitiesError as exc:
+            raise ToolError(str(exc)) from exc
+        return BatchOutput(results=[_call_result(i) for i in items])
 
-def _result(outcome: Outcome) -> Any:
-    """The upstream's content as this call's content (its warnings after it), the gate in structured content."""
-    gate = outcome.gate
-    info = GateInfo(
+    @server.tool(name="tool_chain", annotations=PROXIES)
+    async def tool_chain(
+        steps: Annotated[
+            list[ChainStep],
+            Field(
+                description=f"At most {batch.MAX_CHAIN} steps, run in this order",
+                json_schema_extra={"maxItems": batch.MAX_CHAIN},
+            ),
+        ],
+        ctx: Context,
+    ) -> ChainOutput:
+        """Call tools behind this gateway one after another, passing results on: a step with output_as "x" names
+        its result, and a later step's argument written "$x" takes it whole, "$x.field" one field of it (of the
+        structured content, or of the text parsed as JSON). Each step passes the same gates as tool_call. Stops at
+        the first failure: failed_step says which."""
+        gated, session_id = proxy(ctx)
+        try:
+            chained = await batch.chain(gated, [(s.tool, s.arguments, s.output_as) for s in steps], session_id)
+        except AbilitiesError as exc:
+            raise ToolError(str(exc)) from exc
+        return ChainOutput(
+            results=[_call_result(i) for i in chained.items],
+            variables=chained.variables,
+            failed_step=chained.failed_step,
+        )
+
+
+def _gate_info(gate: Gate) -> GateInfo:
+    return GateInfo(
         verdict=gate.verdict,
         ran_prerequisites=[RanPrerequisite(**r._asdict()) for r in gate.ran],
         warnings=gate.warnings,
     )
+
+
+def _call_result(item: batch.Item) -> CallResult:
+    fields = item._asdict()
+    fields["gate"] = _gate_info(item.gate) if item.gate is not None else None
+    return CallResult(**fields)
+
+
+def _result(outcome: Outcome) -> Any:
+    """The upstream's content as this call's content (its warnings after it), the gate in structured content."""
+    gate = outcome.gate
+    info = _gate_info(gate)
     result = outcome.result
     output = ToolCallOutput(
         tool=outcome.entry.qualified,
