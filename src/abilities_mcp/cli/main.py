@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from ..state.project import Project
 from .inert import inert, make_output_inert
-from .parser import build_parser
+from .parser import parse_args
 
 log = logging.getLogger("abilities_mcp")
 # After a signal, the process exits within this long even if stdin is still open (runs are recorded by then).
@@ -27,7 +27,7 @@ PR_SET_DUMPABLE = 4
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(None if argv is None else list(argv))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     project = Project.resolve(args.root, args.state_dir)
     command = args.command or "serve"
@@ -469,8 +469,21 @@ def init(project: Project, args: argparse.Namespace) -> int:
     from ..clients.configs import init as write_config
 
     return write_config(
-        project.root, args.client, dry_run=args.dry_run, name=args.name, command=args.client_command, force=args.force
+        project.root,
+        args.client,
+        dry_run=args.dry_run,
+        name=args.name,
+        command=args.client_command,
+        force=args.force,
+        gateway=args.gateway,
     )
+
+
+def gateway(project: Project, args: argparse.Namespace) -> int:
+    """`gateway list | add NAME -- COMMAND ARGS... | remove NAME`: gateway.json, edited safely."""
+    from .gateway import run as gateway_command
+
+    return gateway_command(project, args)
 
 
 # The commands that read or write the state file.
@@ -488,6 +501,7 @@ COMMANDS = {
     "skills": skills,
     "events": events,
     "workflows": workflows,
+    "gateway": gateway,
     "hook": hook,
     "init": init,
 }

@@ -3,6 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import sys
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The parsed command line. `gateway add NAME [options] -- COMMAND ARGS...`: everything after `--` is the
+    server's command (argparse alone would give an empty command once an option sits between NAME and `--`)."""
+    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "--" in words:
+        cut = words.index("--")
+        before = words[:cut]
+        if "gateway" in before and "add" in before[before.index("gateway") :]:
+            args = parser.parse_args(before)
+            args.server_command = [*args.server_command, *words[cut + 1 :]]
+            return args
+    return parser.parse_args(words)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", parents=[common], help="print a JSON Schema for editors")
     p.add_argument("kind", choices=["ability", "workflows", "gateway", "settings"])
     _workflow_parsers(sub, common)
+    _gateway_parsers(sub, common)
     _client_parsers(sub, common)
     return parser
 
@@ -99,6 +116,11 @@ def _client_parsers(sub, common: argparse.ArgumentParser) -> None:
         help="how the client starts abilities-mcp (default: found on PATH, else this one)",
     )
     p.add_argument("--force", action="store_true", help="replace an existing entry of ours that differs")
+    p.add_argument(
+        "--gateway",
+        action="store_true",
+        help="also move the client's other MCP servers into gateway.json, so they are reached only through the gates",
+    )
 
 
 def _workflow_parsers(sub, common: argparse.ArgumentParser) -> None:
@@ -112,6 +134,22 @@ def _workflow_parsers(sub, common: argparse.ArgumentParser) -> None:
     for action, text in (("enable", "turn on"), ("disable", "turn off (kept in the file)"), ("remove", "delete")):
         s = actions.add_parser(action, parents=[common], help=f"{text} a workflow")
         s.add_argument("name")
+
+
+def _gateway_parsers(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("gateway", parents=[common], help="list or edit gateway.json (the upstream MCP servers)")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{list,add,remove}")
+    s = actions.add_parser("list", parents=[common], help="every upstream server and what is wrong with it")
+    s.add_argument("--json", action="store_true")
+    s = actions.add_parser("add", parents=[common], help="add a server: add NAME -- COMMAND ARGS... (or --url URL)")
+    s.add_argument("name")
+    s.add_argument("server_command", nargs="*", metavar="COMMAND", help="after --: the command and its arguments")
+    s.add_argument("--url", help="a streamable HTTP server's endpoint, instead of a command")
+    s.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="an environment variable")
+    s.add_argument("--header", action="append", default=[], metavar="KEY=VALUE", help="an HTTP header (--url)")
+    s.add_argument("--timeout", metavar="DURATION", help="how long one call may take (default 60s)")
+    s = actions.add_parser("remove", parents=[common], help="delete a server")
+    s.add_argument("name")
 
 
 def _duration(text: str) -> float:

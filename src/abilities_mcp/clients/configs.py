@@ -75,12 +75,24 @@ class Planned:
     notes: list[str] = field(default_factory=list)
 
 
-def init(project_root: Path, client: str, *, dry_run: bool, name: str, command: str | None, force: bool) -> int:
-    """Write (or with dry_run, show) the client's config; returns the exit code."""
+def init(
+    project_root: Path,
+    client: str,
+    *,
+    dry_run: bool,
+    name: str,
+    command: str | None,
+    force: bool,
+    gateway: bool = False,
+) -> int:
+    """Write (or with dry_run, show) the client's config; returns the exit code. `gateway`: also move the client's
+    other servers into gateway.json, so they are reached only through this server's gates."""
     try:
         _check(client, name)
         argv, chosen = resolve_command(command)
         plans = PLANNERS[client](Path(project_root), name, argv, force)
+        if gateway:
+            plans = _behind_gateway(Path(project_root), client, name, plans, force)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -251,6 +263,83 @@ PLANNERS: dict[str, Callable[[Path, str, list[str], bool], list[Planned]]] = {
     "gemini": _editor(".gemini/settings.json", "mcpServers", {}, []),
     "desktop": _desktop,
 }
+
+
+# Moving the client's servers behind the gateway (init CLIENT --gateway).
+
+# The clients whose other servers --gateway can move: the file and the keys down to its servers' object.
+GATEWAY_CLIENTS = {"claude": (".mcp.json", ["mcpServers"])}
+
+
+def _behind_gateway(root: Path, client: str, name: str, plans: list[Planned], force: bool) -> list[Planned]:
+    """The client's config without its other servers, and gateway.json with them: planned together, so a server
+    that cannot move (or a gateway.json that cannot take it) stops the command with nothing written."""
+    from ..gateway import edits as gateway_edits
+
+    if client not in GATEWAY_CLIENTS:
+        raise ConfigError(
+            f"--gateway is for {', '.join(GATEWAY_CLIENTS)} so far; for {client}, move its servers into gateway.json "
+            "with `abilities-mcp gateway add NAME -- COMMAND ARGS...` and remove them from its config by hand"
+        )
+    relpath, keys = GATEWAY_CLIENTS[client]
+    path = root / relpath
+    index = next(i for i, p in enumerate(plans) if p.path == path)
+    plan = plans[index]
+    data, strict = _load_json(path, plan.new) if plan.new.strip() else ({}, True)
+    table: Any = data
+    for key in keys:
+        table = table.get(key, {}) if isinstance(table, dict) else {}
+    gateway_path = root / gateway_edits.FILE_NAME
+    moved, notes = {}, []
+    for server, entry in table.items() if isinstance(table, dict) else []:
+        if server == name:
+            continue
+        problems = gateway_edits.entry_problems(gateway_path, server, entry)
+        if problems:
+            notes.append(
+                f"kept {server} in {path}, where the agent can still call it directly: gateway.json cannot take it "
+                f"({'; '.join(problems)})"
+            )
+        else:
+            moved[server] = entry
+    if not moved:
+        plans[index] = Planned(path, plan.old, plan.new, [*plan.notes, *notes, f"no servers in {path} to move"])
+        return plans
+    if not strict:
+        raise ConfigError(
+            f"{path} has comments or trailing commas, which a rewrite would lose, so init changed nothing; move "
+            f"these servers into gateway.json by hand and delete them there: {', '.join(moved)}"
+        )
+    for server in moved:
+        del table[server]
+    indent = indentation(plan.old) if plan.old else 2
+    notes.append(
+        f"moved {', '.join(moved)} from {path} to {gateway_path}: the agent reaches them through {name}'s "
+        "tool_search and tool_call, behind the workflows' gates; restart the client to load the change"
+    )
+    plans[index] = Planned(path, plan.old, json.dumps(data, indent=indent, ensure_ascii=False) + "\n", plan.notes)
+    return [*plans, _plan_gateway(gateway_path, moved, force, notes)]
+
+
+def _plan_gateway(path: Path, moved: dict[str, Any], force: bool, notes: list[str]) -> Planned:
+    from ..gateway import edits as gateway_edits
+
+    old = _read_text(path)
+    try:
+        data, indent = gateway_edits.read(path)
+    except gateway_edits.GatewayFileError as exc:
+        raise ConfigError(str(exc)) from None
+    table = data.setdefault("mcpServers", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: mcpServers must be a JSON object; fix it by hand, nothing was changed")
+    for server, entry in moved.items():
+        if table.get(server) not in (None, entry) and not force:
+            raise ConfigError(
+                f"{path} already has a server {server!r} that differs from the one to move; rename one of them, or "
+                "pass --force to replace gateway.json's. Nothing was changed."
+            )
+        table[server] = entry
+    return Planned(path, old, gateway_edits.render(data, indent), notes)
 
 
 # Merging into JSON.

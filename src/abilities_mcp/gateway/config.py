@@ -152,6 +152,12 @@ def check_file(path: Path) -> list[Diagnostic]:
     return problems + [d for name, raw in _servers(data).items() for d in _entry(path, name, raw)[1]]
 
 
+def check_entry(path: Path, name: str, raw: Any) -> list[Diagnostic]:
+    """Every problem of one server entry under one name, as the reader would find them (for edits before writing)."""
+    named = _file_problems(path, {"mcpServers": {name: raw}})
+    return named or _entry(path, name, raw)[1]
+
+
 def _read(path: Path) -> tuple[Any, list[Diagnostic]]:
     try:
         text = read_text(path, MAX_FILE_BYTES)
