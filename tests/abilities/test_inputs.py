@@ -136,7 +136,7 @@ def test_a_value_that_does_not_fit_the_type_is_refused_saying_what_is_expected(k
     ("rules", "given", "message"),
     [
         ({"enum": ["staging", "production"]}, "prod", "'prod' is not one of ['staging', 'production']"),
-        ({"pattern": r"^v\d+\.\d+\.\d+$"}, "1.2.3", r"'1.2.3' does not match the pattern '^v\\d+\\.\\d+\\.\\d+$'"),
+        ({"pattern": r"^v\d+\.\d+\.\d+$"}, "1.2.3", r"'1.2.3' does not match the pattern '^v\d+\.\d+\.\d+$'"),
         ({"type": "integer", "min": 1}, "0", "0 is below the minimum 1"),
         ({"type": "integer", "max": 10}, "11", "11 is above the maximum 10"),
         ({"type": "number", "min": 0.5}, "0.25", "0.25 is below the minimum 0.5"),

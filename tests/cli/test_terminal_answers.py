@@ -174,4 +174,4 @@ def test_run_cancelled_at_the_agent_prompt_ends_at_once_without_waiting_for_inpu
     shown = term.expect("cancelled  (1/1 steps)")  # the final summary, printed without any more input
 
     assert "cancelled" in shown and "Traceback" not in shown and "ExceptionGroup" not in shown
-    assert term.wait() == 1
+    assert term.wait() == 3  # run's exit code for a cancelled run

@@ -45,7 +45,7 @@ def check_value(spec: InputSpec, value: Any) -> Any:
     if isinstance(value, str | list):
         _check_length(spec, value)
     if spec.pattern is not None and isinstance(value, str) and not _fits(spec.pattern, value):
-        raise ValueError(f"{value!r} does not match the pattern {spec.pattern!r}")
+        raise ValueError(f"{value!r} does not match the pattern '{spec.pattern}'")  # as written: no doubled backslashes
     return value
 
 

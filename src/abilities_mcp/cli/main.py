@@ -99,6 +99,8 @@ def serve(project: Project, args: argparse.Namespace) -> int:
     from ..server.stdio import run_stdio
 
     _not_dumpable()
+    if sys.stdin.isatty():  # a person started it by hand: say what it is, or it looks hung
+        print(_banner(project), file=sys.stderr, flush=True)
     server = create_server(
         project, history_runs=args.history_runs, history_days=args.history_days, session_ttl=args.session_ttl
     )
@@ -112,6 +114,22 @@ def serve(project: Project, args: argparse.Namespace) -> int:
 
     anyio.run(run)
     return 0
+
+
+def _banner(project: Project) -> str:
+    from .. import __version__
+
+    return "\n".join(
+        [
+            f"abilities-mcp {__version__}: an MCP server on stdio. A client starts it; typed lines must be JSON-RPC.",
+            f"  project  {project.root}",
+            f"  state    {project.state_db}",
+            "  connect  abilities-mcp init claude (or opencode, cursor, vscode, codex, gemini, desktop) in the project",
+            f"  inspect  npx -y @modelcontextprotocol/inspector@2.12.0 --cli abilities-mcp --root {project.root} "
+            "--method tools/list",
+            "  stop     Ctrl-C",
+        ]
+    )
 
 
 def _not_dumpable() -> None:
@@ -187,7 +205,11 @@ def list_abilities(project: Project, args: argparse.Namespace) -> int:
         print(f"{info.name:28} {info.description or ''}{flag}")
         for name, spec in info.inputs.items():
             extra = (
-                " (required)" if spec.required else f" (default {spec.default!r})" if spec.default is not None else ""
+                " (required)"
+                if spec.required
+                else f" (default {json.dumps(spec.default)})"
+                if spec.default is not None
+                else ""
             )
             print(f"{'':30}-i {name}=<{spec.type}>{extra}")
     if not infos:
@@ -231,7 +253,13 @@ def status(project: Project, args: argparse.Namespace) -> int:
     recover_orphans(store)
     record = store.get_run(args.run_id) if args.run_id else next(iter(store.runs(limit=1)), None)
     if record is None:
-        print(f"No run {args.run_id!r}." if args.run_id else "No runs yet.", file=sys.stderr)
+        if args.json and not args.run_id:
+            print("null")  # JSON mode prints JSON: no run yet
+            return 0
+        print(
+            f"No run {args.run_id!r}; `abilities-mcp history` lists them." if args.run_id else "No runs yet.",
+            file=sys.stderr,
+        )
         return 1
     view = run_view(record, store.get_run)
     print(view.model_dump_json(indent=2) if args.json else print_run(view))
@@ -246,7 +274,10 @@ def history(project: Project, args: argparse.Namespace) -> int:
 
     store = Store(project.state_db)
     recover_orphans(store)
-    for record in store.runs(limit=args.limit):
+    records = store.runs(limit=args.limit)
+    if not records:
+        print("No runs yet. Start one with `abilities-mcp run NAME` (`abilities-mcp list` shows the abilities).")
+    for record in records:
         r = history_view([record]).runs[0]
         print(f"{r.run_id}  {r.status:12} {r.ability:28} {r.started_at}  {r.finished_at or ''}")
         for answer in record.answers:  # who let the run on, and from where
@@ -288,6 +319,13 @@ def _positive(value: str | float) -> float:
     if not number > 0:
         raise ValueError(f"{value!r} must be a positive number of days")
     return number
+
+
+def logs(project: Project, args: argparse.Namespace) -> int:
+    """What a run's steps printed (cli/logs.py)."""
+    from .logs import logs as show
+
+    return show(project, args)
 
 
 def events(project: Project, args: argparse.Namespace) -> int:
@@ -487,7 +525,7 @@ def gateway(project: Project, args: argparse.Namespace) -> int:
 
 
 # The commands that read or write the state file.
-STATE_COMMANDS = {"serve", "run", "status", "history", "approve", "decide", "events"}
+STATE_COMMANDS = {"serve", "run", "status", "history", "approve", "decide", "events", "logs"}
 COMMANDS = {
     "serve": serve,
     "validate": validate,
@@ -500,6 +538,7 @@ COMMANDS = {
     "schema": schema,
     "skills": skills,
     "events": events,
+    "logs": logs,
     "workflows": workflows,
     "gateway": gateway,
     "hook": hook,

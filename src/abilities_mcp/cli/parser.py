@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[_common(None, None, "warning")],
         description="MCP stdio server for enforceable agent workflows (no command: serve).",
     )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"abilities-mcp {__version__}")
     _history_options(parser, None)
     sub = parser.add_subparsers(dest="command")
     # Options may come before or after the command; after it they must not reset what came before.
@@ -41,12 +44,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("list", parents=[common], help="list abilities")
     p.add_argument("--json", action="store_true")
-    p = sub.add_parser("run", parents=[common], help="run an ability in this terminal")
-    p.add_argument("name")
-    p.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE")
+    p = sub.add_parser(
+        "run",
+        parents=[common],
+        help="run an ability in this terminal",
+        description="Run an ability here, with live progress. Exit 0 when every step passed, 1 when a step failed "
+        "(even under on_failure: continue), 2 for a usage error, 3 when the run was cancelled or refused.",
+    )
+    p.add_argument("name", help="the ability, as `abilities-mcp list` shows it (e.g. deploy/production)")
+    p.add_argument(
+        "-i", "--input", action="append", default=[], metavar="KEY=VALUE", help="an input; repeat for several"
+    )
     p = sub.add_parser("status", parents=[common], help="show a run (default: the newest)")
     p.add_argument("run_id", nargs="?")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("logs", parents=[common], help="what a run's steps printed (all that was kept)")
+    p.add_argument("run_id", help="the run, as `abilities-mcp history` lists it")
+    p.add_argument("step", nargs="?", help="one step (default: every step)")
     p = sub.add_parser("history", parents=[common], help="list recent runs")
     p.add_argument("--limit", type=int, default=20)
     p = sub.add_parser("approve", parents=[common], help="approve the step a run waits on (at a terminal only)")

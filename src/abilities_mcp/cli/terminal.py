@@ -8,6 +8,7 @@ the agent speaking for the person. Each answer records the terminal and the proc
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import signal
 import sys
@@ -30,6 +31,7 @@ from ..server.views import run_view
 from ..state.project import Project
 from ..state.store import Store
 from . import person
+from .inert import inert
 
 MARKS = {"running": ">", "completed": "ok", "failed": "FAIL", "skipped": "skip", "cancelled": "cancel"}
 
@@ -43,7 +45,7 @@ async def run_in_terminal(project: Project, name: str, inputs: dict[str, Any]) -
             try:
                 run_id = engine.start(name, inputs, f"cli-{secrets.token_hex(6)}")
             except AbilitiesError as exc:
-                print(f"abilities-mcp: {exc}", file=sys.stderr)
+                print(f"abilities-mcp: {cli_words(str(exc))}", file=sys.stderr)
                 return 2
             print(f"run {run_id}: {name}", flush=True)
             async with anyio.create_task_group() as tg:
@@ -52,9 +54,52 @@ async def run_in_terminal(project: Project, name: str, inputs: dict[str, Any]) -
                 tg.cancel_scope.cancel()
         view = run_view(store.get_run(run_id), store.get_run)
         print(print_run(view))
-        return 0 if view.status == "completed" else 1
+        for step in (s for s in view.steps if s.status == "failed"):
+            print(failed_step_report(store, run_id, step.id), file=sys.stderr)
+        return run_exit_code(view)
     finally:
         store.close()
+
+
+# `run`'s exit codes (documented in `run --help` and docs/cli.md).
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 3
+# Lines of a failed step's output shown after the run; `abilities-mcp logs` prints all of it.
+FAILED_TAIL_LINES = 20
+# The server's words, as a person at a terminal says them.
+_CLI_WORDS = [
+    (re.compile(r"Call ability_list\(\) to see what exists\."), "Run `abilities-mcp list` to see what exists."),
+    (
+        re.compile(r"input '([^']+)' is required \((.*?)\); pass it in inputs"),
+        r"input '\1' is required (\2); pass it with -i \1=VALUE",
+    ),
+]
+
+
+def cli_words(message: str) -> str:
+    """A message the engine words for an agent (tool calls), reworded for a person at the command line."""
+    for pattern, replacement in _CLI_WORDS:
+        message = pattern.sub(replacement, message)
+    return message
+
+
+def run_exit_code(view: Run) -> int:
+    """0 when every step passed; 1 when a step failed, even under on_failure: continue; 3 when cancelled."""
+    if view.status == "cancelled":
+        return EXIT_CANCELLED
+    failed = view.status != "completed" or any(s.status == "failed" for s in view.steps)
+    return EXIT_FAILED if failed else EXIT_PASSED
+
+
+def failed_step_report(store: Store, run_id: str, step_id: str) -> str:
+    """What a person needs when a step failed: why, and the end of what it printed."""
+    record = store.get_run(run_id).step(step_id)
+    lines = [f"--- {step_id} failed: {record.error or 'no reason recorded'}"]
+    for label, text in (("stdout", record.output), ("stderr", record.stderr)):
+        tail = (text or "").rstrip("\n").splitlines()[-FAILED_TAIL_LINES:]
+        if tail:
+            lines += [f"    {label} (last {len(tail)} lines):", *(f"    | {inert(line)}" for line in tail)]
+    lines.append(f"    all of it: abilities-mcp logs {run_id} {step_id}")
+    return "\n".join(lines)
 
 
 async def _follow(engine: Engine, store: Store, run_id: str) -> None:
