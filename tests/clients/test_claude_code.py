@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -27,6 +28,7 @@ from abilities_mcp.state.project import default_state_dir
 from real_clients import CLAUDE_CODE, REQUIRE_ENV, installed
 from scripted_anthropic import Reply, Request, ScriptedAnthropic, ToolResult, ToolUse, Turn, call, say
 from support import stored_run
+from upstream_servers import sqlite_server
 
 # A real MCP server from npm, pinned, whose tools a workflows.json entry gates.
 FILESYSTEM_SERVER = ("@modelcontextprotocol/server-filesystem", "2026.8.31", "mcp-server-filesystem")
@@ -529,6 +531,102 @@ def test_the_hook_records_an_upstream_tools_text_result_as_the_text_it_returned(
     status = json.loads(upstream_run.result("toolu_status").text)
     [echo] = status["completed"]["echo-before-env"]
     assert echo["result"] == "Echo: reading the environment next"
+
+
+# --- scenario: the project's servers moved behind the gateway (init claude --gateway) -------------------------------
+
+SCHEMA_FIRST = {
+    "sqlite-schema-first": {
+        "description": "Look at the tables before querying one",
+        "triggers": {"tools": ["read_query"]},
+        "prerequisites": [
+            {"step": 1, "tool": "list_tables", "description": "Which tables exist"},
+            {
+                "step": 2,
+                "tool": "describe_table",
+                "description": "The columns of the table queried",
+                "arguments": {"table_name": "$args.table"},
+            },
+        ],
+        "mode": "enforce",
+    }
+}
+QUERY = {"query": "SELECT name FROM users ORDER BY id", "table": "users"}
+
+
+@pytest.fixture(scope="module")
+def gateway_run(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    """A project whose .mcp.json has the real mcp-server-sqlite, moved behind the gateway by one init command; the
+    model asks for a query through tool_call, and tries the old direct tool too."""
+    base = tmp_path_factory.mktemp("claude-gateway")
+    root = base / "project"
+    root.mkdir()
+    with sqlite3.connect(root / "shop.db") as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+        db.executemany("INSERT INTO users (name) VALUES (?)", [("ada",), ("grace",)])
+    sqlite = {"type": "stdio", "command": str(sqlite_server()), "args": ["--db-path", str(root / "shop.db")]}
+    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"sqlite": sqlite}}, indent=2))
+    (root / "workflows.json").write_text(json.dumps(SCHEMA_FIRST, indent=2))
+    done = subprocess.run(
+        [str(ABILITIES_MCP), "--root", str(root), "init", "claude", "--command", str(ABILITIES_MCP), "--gateway"],
+        capture_output=True,
+        text=True,
+        timeout=INIT_TIMEOUT_SECONDS,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "moved sqlite from" in done.stdout, done.stdout
+    return run_claude(
+        base,
+        root,
+        "Which users are in the shop database?",
+        [
+            call(load(own("tool_search"), own("tool_call"), own("workflow_status"))),
+            call(ToolUse("mcp__sqlite__read_query", QUERY, id="toolu_direct")),
+            call(ToolUse(own("tool_search"), {"task": "run a SQL query on the database"}, id="toolu_search")),
+            call(ToolUse(own("tool_call"), {"tool": "sqlite__read_query", "arguments": QUERY}, id="toolu_query")),
+            call(ToolUse(own("workflow_status"), {}, id="toolu_status")),
+            say("The users are ada and grace."),
+        ],
+    )
+
+
+def test_init_gateway_leaves_only_this_server_in_mcp_json_so_sqlite_is_not_callable_directly(
+    gateway_run: Session,
+) -> None:
+    assert list(json.loads((gateway_run.root / ".mcp.json").read_text())["mcpServers"]) == [SERVER]
+    assert list(json.loads((gateway_run.root / "gateway.json").read_text())["mcpServers"]) == ["sqlite"]
+    init = next(e for e in gateway_run.events if e.get("subtype") == "init")
+    assert [s["name"] for s in init["mcp_servers"]] == [SERVER]
+    assert "mcp__sqlite__" not in gateway_run.model.main[0].text()  # not among the deferred tools the model sees
+    direct = gateway_run.result("toolu_direct")
+    assert direct.is_error, direct
+    assert "mcp__sqlite__read_query" in direct.text and "ada" not in direct.text
+
+
+def test_the_model_finds_the_query_tool_through_tool_search(gateway_run: Session) -> None:
+    found = json.loads(gateway_run.result("toolu_search").text)
+    assert "sqlite__read_query" in [t["tool"] for t in found["tools"][:3]], found
+
+
+def test_the_gateway_inspects_the_tables_itself_before_the_query_and_the_rows_reach_the_model(
+    gateway_run: Session,
+) -> None:
+    result = gateway_run.result("toolu_query")
+    assert not result.is_error, result.text
+    # Claude Code hands the model the structured content when a result has some: the rows must be in it.
+    seen = json.loads(result.text)
+    assert "'name': 'ada'" in seen["text"] and "'name': 'grace'" in seen["text"]  # the query's rows
+    assert seen["gate"]["verdict"] == "deny"
+    assert [(r["step"], r["tool"], r["arguments"]) for r in seen["gate"]["ran_prerequisites"]] == [
+        (1, "sqlite__list_tables", {}),
+        (2, "sqlite__describe_table", {"table_name": "users"}),
+    ]
+    status = json.loads(gateway_run.result("toolu_status").text)
+    assert status["session_id"] == gateway_run.session_id
+    steps = status["completed"]["sqlite-schema-first"]
+    assert [(s["step"], s["tool"]) for s in steps] == [(1, "list_tables"), (2, "describe_table")]
+    assert "'name': 'users'" in steps[0]["result"]
+    assert "'name': 'id'" in steps[1]["result"] and "'type': 'INTEGER'" in steps[1]["result"]
 
 
 # --- scenario: Claude Code's own sandbox on, a person's approval waiting at a terminal ----------------------------

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from upstream_servers import sqlite_server
 
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.project import Project
+from upstream_servers import sqlite_server
 
 SAFE_QUERY = {
     "description": "Inspect the tables before querying them",
@@ -81,6 +81,8 @@ async def test_enforce_runs_list_tables_then_describe_table_itself_before_the_qu
 
     assert not result.is_error, text(result)
     assert "'name': 'ada'" in text(result) and "'name': 'grace'" in text(result)
+    # The same text in the structured content: a client that shows the model only that (Claude Code) loses nothing.
+    assert result.structured_content["text"] == result.content[0].text
     gate = result.structured_content["gate"]
     assert gate["verdict"] == "deny"
     assert [(r["step"], r["tool"], r["arguments"]) for r in gate["ran_prerequisites"]] == [

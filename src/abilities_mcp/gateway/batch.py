@@ -56,9 +56,14 @@ class TooMany(AbilitiesError):
 
 
 def value_of(result: CallToolResult) -> Any:
-    """A result as one value: its structured content if any, else its text blocks joined (others as `[type]`)."""
+    """A result as one value: its structured content if any, else its text."""
     if result.structured_content is not None:
         return result.structured_content
+    return text_of(result)
+
+
+def text_of(result: CallToolResult) -> str:
+    """A result's text blocks joined, other blocks as `[type]` (whole: not a session record's 200 characters)."""
     return "\n".join(b.text if isinstance(b, TextContent) else f"[{b.type}]" for b in result.content)
 
 

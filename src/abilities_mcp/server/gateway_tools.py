@@ -68,6 +68,9 @@ class ToolCallOutput(BaseModel):
     tool: str = Field(description="The upstream tool called (server__tool); its result is this call's content")
     server: str
     is_error: bool = Field(description="The upstream reported an error")
+    text: str = Field(
+        description="The upstream's result as text: its text blocks, other blocks as [image], [resource_link]..."
+    )
     structured_content: dict[str, Any] | None = Field(None, description="The upstream's structured result, if any")
     gate: GateInfo
 
@@ -240,6 +243,7 @@ def _result(outcome: Outcome) -> Any:
         tool=outcome.entry.qualified,
         server=outcome.entry.server,
         is_error=bool(result.is_error),
+        text=batch.text_of(result),
         structured_content=result.structured_content,
         gate=info,
     )
