@@ -125,3 +125,10 @@ def test_a_server_started_by_hand_at_a_terminal_says_what_it_is_and_answers_a_ty
     finally:
         term.proc.kill()
         term.proc.wait(timeout=30)
+
+
+def test_workflows_list_of_a_file_whose_every_entry_is_broken_says_so_and_fails(root: Path) -> None:
+    (root / "workflows.json").write_text('{"a": {"triggers": 5}, "b": {"mode": "x"}}')
+    done = run(root, "workflows", "list")
+    assert done.returncode == 1
+    assert "can be applied: every entry has a problem" in done.stdout and "a.triggers" in done.stderr

@@ -129,3 +129,17 @@ def test_the_inspector_lists_the_projects_skills_through_the_skills_extension(np
     assert entry["frontmatter"] == {"name": "release-notes", "description": "Draft release notes."}
     [manifest] = entry["resources"]
     assert manifest["size"] == (folder / "SKILL.md").stat().st_size
+
+
+def test_the_inspector_s_strict_schema_check_finds_nothing_to_warn_about(npx: str, root: Path, write) -> None:
+    write("hello", "description: says hello\nsteps:\n  - {id: greet, type: script, run: echo hello}\n")
+    result = subprocess.run(
+        [npx, "-y", INSPECTOR, "--cli", sys.executable, "-m", "abilities_mcp", "--root", str(root)]
+        + ["--method", "tools/list", "--strict", "--format", "json", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=INSPECTOR_TIMEOUT_SECONDS,
+        env={**os.environ, "npm_config_cache": str(NPM_CACHE), "npm_config_update_notifier": "false"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Warning: tool" not in result.stderr, result.stderr

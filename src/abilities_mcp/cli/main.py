@@ -489,6 +489,12 @@ def _list_workflows(project: Project, as_json: bool) -> int:
         print(f"    first {chain}")
     for problem in view.problems:
         print(f"problem: {problem}", file=sys.stderr)
+    if not view.workflows and view.problems:
+        print(
+            f"No workflow in {project.workflows_file} can be applied: every entry has a problem (above); "
+            "`abilities-mcp validate` shows each with its fix."
+        )
+        return 1
     if not view.workflows:
         print(f"No workflows in {project.workflows_file}. Add one: abilities-mcp workflows add --template database")
     return 0

@@ -26,7 +26,7 @@ from ..abilities.triggers import Matcher, MatchList
 from ..engine.live import LiveRun
 from ..errors import AbilitiesError, NextCall, Refused
 from .forms import answer_from_retry
-from .results import AbilityList, History, Run, ValidationReport
+from .results import AbilityList, AnyJson, History, Run, ValidationReport
 from .session import Session, session_of
 from .views import ability_info, history_view, validation_report
 
@@ -76,7 +76,9 @@ def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
     async def ability_run(
         name: Annotated[str, Field(description="Ability name from ability_list")],
         ctx: Context,
-        inputs: Annotated[dict[str, Any] | str | list[Any] | None, Field(description="Input values by name")] = None,
+        inputs: Annotated[
+            dict[str, AnyJson] | str | list[AnyJson] | None, Field(description="Input values by name")
+        ] = None,
         wait_seconds: Annotated[float, Field(ge=0, le=600, description="Return after this long at most")] = 20,
         agent: Annotated[str | None, Field(description="The agent running it (checked against the ability)")] = None,
     ) -> Run | InputRequiredResult:

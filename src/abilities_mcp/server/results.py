@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 
 class NextCallModel(BaseModel):
@@ -75,12 +75,18 @@ class Run(BaseModel):
     )
 
 
+# Any JSON value, with the types spelled out: a schema item without a type draws a warning from the MCP Inspector.
+JSON_TYPES = ["string", "number", "integer", "boolean", "array", "object", "null"]
+# One `type` a branch: the Inspector's portability check warns on a list of types (Gemini's dialect takes one).
+AnyJson = Annotated[Any, WithJsonSchema({"anyOf": [{"type": t} for t in JSON_TYPES]})]
+
+
 class InputInfo(BaseModel):
     type: str
     required: bool
-    default: Any = None
+    default: AnyJson = None
     description: str | None = None
-    enum: list[Any] | None = None
+    enum: list[AnyJson] | None = None
 
 
 class StepInfo(BaseModel):
