@@ -55,22 +55,28 @@ def messages(frontmatter: str, folder: str = "my-skill") -> list[str]:
             ["Compatibility exceeds 500 character limit (501 chars)"],
         ),
         (
-            "name: my-skill\ndescription: d\nversion: 1.0\ntools: [a]",
+            "name: my-skill\ndescription: d\nversion: 1.0\ntools: a",
             "my-skill",
             [f"Unexpected fields in frontmatter: tools, version. Only {ALLOWED} are allowed."],
         ),
-        (
-            "name: my-skill\ndescription: d\nmetadata: [a, b]",
-            "my-skill",
-            ["Field 'metadata' must be a dictionary"],
-        ),
-        (
-            "name: my-skill\ndescription: d\nmetadata: {nested: {a: b}}",
-            "my-skill",
-            ["Metadata value for 'nested' must be a string"],
-        ),
+        ("name: my-skill\ndescription: d\nmetadata:\n  - a", "my-skill", []),  # skills-ref checks no metadata shape
+        ("name: my-skill\ndescription: d\nmetadata:\n  nested:\n    a: b", "my-skill", []),  # nor value types
         ("name: 技能\ndescription: d", "技能", []),  # the validator accepts Unicode letters, as skills-ref does
-        ("name: my-skill\ndescription: d\nmetadata: {version: 1.0}", "my-skill", []),  # scalars are text
+        ("name: my-skill\ndescription: d\nmetadata:\n  version: 1.0", "my-skill", []),  # scalars are text
+        (f"name: my-skill\ndescription: d\nlicense: {'MIT ' * 40}", "my-skill", []),  # a long license is advice
+        (
+            "description: d\nname: Bad\n",
+            "my-skill",
+            [  # skills-ref's order: name's problems before description's
+                "Skill name 'Bad' must be lowercase",
+                "Directory name 'my-skill' must match skill name 'Bad'",
+            ],
+        ),
+        (
+            "name: ''\ndescription: ''",
+            "my-skill",
+            ["Field 'name' must be a non-empty string", "Field 'description' must be a non-empty string"],
+        ),
     ],
     ids=[
         "valid",
@@ -91,6 +97,9 @@ def messages(frontmatter: str, folder: str = "my-skill") -> list[str]:
         "metadata-value-not-text",
         "unicode-name",
         "numeric-looking-metadata",
+        "long-license",
+        "order",
+        "both-empty",
     ],
 )
 def test_the_validator_words_each_spec_violation_as_skills_ref_does(frontmatter, folder, expected) -> None:

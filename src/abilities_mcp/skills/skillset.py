@@ -194,7 +194,7 @@ def discover(project: Project) -> tuple[list[FoundFolder], list[str]]:
             continue
         seen.add(real_root)
         budget = [MAX_SCANNED_DIRS]
-        for directory in _walk(root, 0, budget):
+        for directory in _walk(root, 0, budget, notes):
             real = directory.resolve()
             if real in seen:
                 continue
@@ -208,8 +208,9 @@ def discover(project: Project) -> tuple[list[FoundFolder], list[str]]:
     return found, notes
 
 
-def _walk(folder: Path, depth: int, budget: list[int]) -> Iterator[Path]:
-    """Skill folders under `folder` (sorted, so 'first found' is stable); a skill's own subfolders are not searched."""
+def _walk(folder: Path, depth: int, budget: list[int], notes: list[str]) -> Iterator[Path]:
+    """Skill folders under `folder` (sorted, so 'first found' is stable); a skill's own subfolders are not searched.
+    A folder holding `skill.md` in lower case is noted, not loaded: the spec names the file SKILL.md."""
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
@@ -223,8 +224,13 @@ def _walk(folder: Path, depth: int, budget: list[int]) -> Iterator[Path]:
         path = Path(entry.path)
         if os.path.lexists(os.path.join(entry.path, "SKILL.md")):  # not a regular file: loading says why
             yield path
+        elif os.path.lexists(os.path.join(entry.path, "skill.md")):
+            notes.append(
+                f"skipped {path}: its skill file is named skill.md; rename it to SKILL.md (the name the spec "
+                "gives it; skills-ref also reads skill.md, this server reads SKILL.md only)"
+            )
         elif depth + 1 < MAX_SKILL_DEPTH:
-            yield from _walk(path, depth + 1, budget)
+            yield from _walk(path, depth + 1, budget, notes)
 
 
 def bundled_files(skill: Skill) -> tuple[list[str], bool]:

@@ -2,12 +2,16 @@
 
 Loading follows the client guide: a name/folder mismatch or an over-long field loads with a warning; a missing
 description or frontmatter that does not parse skips the skill with a diagnostic; a value holding `: ` that
-breaks YAML is quoted and parsed again. Validation reports every violation in the words of the `skills-ref`
-reference validator, so authors see the same message here and in the ecosystem's own checker.
+breaks YAML is quoted and parsed again. Validation gives the verdict and the messages of the `skills-ref`
+reference validator, so authors see the same message here and in the ecosystem's own checker: its YAML is read
+the way skills-ref's strictyaml reads it (no flow `[a, b]`, anchors, tags or duplicate keys; every scalar text),
+with strictyaml's words. What the spec advises beyond skills-ref's checks (a short license, text metadata values)
+is a warning, never a failed verdict (docs/skills.md lists each deliberate difference).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import unicodedata
@@ -21,9 +25,9 @@ from ..files import Unreadable, read_bytes, yaml_problem
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
 MAX_COMPATIBILITY_CHARS = 500
+# Advice only (warnings): skills-ref checks none of these, and real skills it passes go past them.
 MAX_LICENSE_CHARS = 100
 MAX_ALLOWED_TOOLS_CHARS = 1024
-MAX_METADATA_KEY_CHARS = 64
 MAX_METADATA_VALUE_CHARS = 1024
 # skills-ref refuses bigger SKILL.md files; reading more would only fill the model's context.
 MAX_SKILL_MD_BYTES = 1024 * 1024
@@ -96,6 +100,168 @@ def parse_yaml(text: str) -> dict[str, Any]:
     return data
 
 
+def parse_strict(text: str) -> dict[str, Any]:
+    """Frontmatter read as skills-ref reads it (strictyaml), for validation: the same refusals, in its words."""
+    import yaml
+
+    fast = _plain_mapping(text)
+    if fast is not None:
+        return fast
+    loader = _strict_loader()(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        raise SkillFileError(f"Invalid YAML in frontmatter: {_strictyaml_words(exc)}") from None
+    except yaml.YAMLError as exc:
+        raise SkillFileError(f"Invalid YAML in frontmatter: {exc}") from None
+    except RecursionError:
+        raise SkillFileError("Invalid YAML in frontmatter: it nests too deep to read; flatten it") from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):  # strictyaml reads an empty or scalar document as text
+        raise SkillFileError("SKILL.md frontmatter must be a YAML mapping")
+    return data
+
+
+def _plain_mapping(text: str) -> dict[str, Any] | None:
+    """The frontmatter read by the C parser when it holds nothing strictyaml refuses (most files do not), else None:
+    the pure-Python reader then finds the refusal and words it (it is ten times slower, so only then)."""
+    import yaml
+
+    loader = getattr(yaml, "CBaseLoader", None)
+    if loader is None:
+        return None
+    root: Any = None
+    stack: list[list[Any]] = []  # [container, key awaiting its value or None, column of its first mapping value]
+    documents = 0
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+            if (
+                isinstance(event, yaml.AliasEvent)
+                or getattr(event, "anchor", None)
+                or getattr(event, "tag", None)
+                or getattr(event, "flow_style", False)
+                or documents > 1
+            ):
+                return None
+            if isinstance(event, yaml.CollectionEndEvent):
+                stack.pop()
+                continue
+            if isinstance(event, yaml.ScalarEvent):
+                value: Any = event.value
+            elif isinstance(event, yaml.MappingStartEvent):
+                value = {}
+            elif isinstance(event, yaml.SequenceStartEvent):
+                value = []
+            else:
+                continue
+            if not stack:
+                root = value
+            elif isinstance(stack[-1][0], list):
+                stack[-1][0].append(value)
+            elif stack[-1][1] is None:  # a key
+                if not isinstance(value, str) or value in stack[-1][0]:
+                    return None  # a duplicate key, or a key that is not text
+                stack[-1][1] = value
+            else:
+                frame = stack[-1]
+                frame[0][frame[1]], frame[1] = value, None
+                if isinstance(value, dict):  # strictyaml: mapping values of one mapping share one indentation
+                    frame[2] = event.start_mark.column if frame[2] is None else frame[2]
+                    if event.start_mark.column != frame[2]:
+                        return None
+            if isinstance(value, (dict, list)):
+                stack.append([value, None, None])
+    except yaml.YAMLError:
+        return None
+    return root if isinstance(root, dict) else None
+
+
+def _strictyaml_words(exc: Any) -> str:
+    """A YAML error as strictyaml (ruamel.yaml) prints it: PyYAML's text with `(line: N)` after each caret."""
+
+    def mark(m: Any) -> str:
+        return f"{m} (line: {m.line + 1})" if m.get_snippet() else str(m)
+
+    lines = [exc.context] if exc.context is not None else []
+    c, p = exc.context_mark, exc.problem_mark
+    if c is not None and (exc.problem is None or p is None or (c.name, c.line, c.column) != (p.name, p.line, p.column)):
+        lines.append(mark(c))
+    lines += [exc.problem] if exc.problem is not None else []
+    lines += [mark(p)] if p is not None else []
+    lines += [exc.note] if exc.note is not None else []
+    return "\n".join(lines)
+
+
+@functools.cache
+def _strict_loader() -> type:
+    """PyYAML's pure-Python string-only loader with strictyaml's refusals (its scanner and constructor rules)."""
+    import yaml
+    from yaml.nodes import MappingNode
+
+    refused = (
+        (yaml.TagToken, "Found disallowed tag tokens (do not specify types in markup)", True),
+        (yaml.FlowMappingStartToken, _FLOW, False),
+        (yaml.FlowSequenceStartToken, _FLOW, False),
+        (yaml.AnchorToken, "Found confusing disallowed anchor token " + _LITERALLY, False),
+    )
+
+    class StrictLoader(yaml.BaseLoader):  # the pure-Python classes: their marks carry the snippets strictyaml shows
+        def check_token(self, *choices: Any) -> bool:
+            while self.need_more_tokens():
+                self.fetch_more_tokens()
+            if not self.tokens:
+                return False
+            if not choices:
+                return True
+            token = self.tokens[0]
+            if not any(isinstance(token, choice) for choice in choices):
+                return False
+            for kind, problem, reversed_marks in refused:
+                if isinstance(token, kind):
+                    first, second = (
+                        (token.end_mark, token.start_mark) if reversed_marks else (token.start_mark, token.end_mark)
+                    )
+                    raise yaml.MarkedYAMLError("While scanning", first, problem, second)
+            return True
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            mapping: dict = {}
+            for key_node, value_node in node.value:
+                key = self.construct_object(key_node, deep=True)
+                key = tuple(key) if isinstance(key, list) else key
+                if isinstance(key, dict):
+                    raise yaml.MarkedYAMLError(
+                        "while constructing a mapping", node.start_mark, "found unhashable key", key_node.start_mark
+                    )
+                value = self.construct_object(value_node, deep=True)
+                if key in mapping:
+                    raise yaml.MarkedYAMLError(
+                        "While parsing", key_node.start_mark, f"Duplicate key '{key}' found", key_node.end_mark
+                    )
+                mapping[key] = value
+            nested = [v for _, v in node.value if isinstance(v, MappingNode)]
+            for value_node in nested[1:]:
+                if value_node.start_mark.column != nested[0].start_mark.column:
+                    raise yaml.MarkedYAMLError(
+                        "While parsing",
+                        value_node.start_mark,
+                        "Found mapping with indentation inconsistent with previous mapping",
+                        value_node.end_mark,
+                    )
+            return mapping
+
+    return StrictLoader
+
+
+_BAD_YAML = "Invalid YAML in frontmatter: "
+_LITERALLY = "(surround with ' and ' to make text appear literally)"
+_FLOW = "Found ugly disallowed JSONesque flow mapping " + _LITERALLY
+
+
 def parse_lenient(content: str) -> Frontmatter:
     """Parse for use: when YAML fails on a plain value holding `: `, quote such values and try again."""
     text, body = split_frontmatter(content)
@@ -127,7 +293,7 @@ def _quote_colon_values(text: str) -> tuple[str, list[str]]:
 
 
 def validate_frontmatter(data: dict[str, Any], directory: Path | None) -> list[Diagnostic]:
-    """Every spec violation, worded exactly as skills-ref words it; the field is the diagnostic's path."""
+    """Every violation skills-ref reports, in its words and its order; the field is the diagnostic's path."""
     out: list[tuple[str, str]] = []
     extra = set(data) - ALLOWED_FIELDS
     if extra:
@@ -138,24 +304,41 @@ def validate_frontmatter(data: dict[str, Any], directory: Path | None) -> list[D
                 f"Only {sorted(ALLOWED_FIELDS)} are allowed.",
             )
         )
-    for required in ("name", "description"):
-        if required not in data:
-            out.append((required, f"Missing required field in frontmatter: {required}"))
-    if "name" in data:
+    if "name" not in data:
+        out.append(("name", "Missing required field in frontmatter: name"))
+    else:
         out += [("name", m) for m in _name_problems(data["name"], directory)]
-    if "description" in data:
+    if "description" not in data:
+        out.append(("description", "Missing required field in frontmatter: description"))
+    else:
         out += [("description", m) for m in _description_problems(data["description"])]
-    for key, label, limit in (
-        ("compatibility", "Compatibility exceeds", MAX_COMPATIBILITY_CHARS),
-        ("license", "License exceeds", MAX_LICENSE_CHARS),
-        ("allowed-tools", "Allowed tools exceed", MAX_ALLOWED_TOOLS_CHARS),
-    ):
-        if key in data:
-            out += [(key, m) for m in _string_problems(key, data[key], label, limit)]
-    if "metadata" in data:
-        out += [("metadata", m) for m in _metadata_problems(data["metadata"])]
+    if "compatibility" in data:
+        out += [("compatibility", m) for m in _compatibility_problems(data["compatibility"])]
     file = str(directory / "SKILL.md") if directory else "SKILL.md"
     return [Diagnostic(file, path, message) for path, message in out]
+
+
+def advice(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for what the spec recommends but skills-ref does not check: warnings, never errors."""
+    out: list[tuple[str, str]] = []
+    for key, what, limit in (
+        ("license", "a license name or the name of a bundled license file", MAX_LICENSE_CHARS),
+        ("allowed-tools", "a space-separated list such as `Read Grep Bash(git:*)`", MAX_ALLOWED_TOOLS_CHARS),
+    ):
+        value = data.get(key)
+        if key in data and not isinstance(value, str):
+            out.append((key, f"should be {what} as one string; write it on one line"))
+        elif isinstance(value, str) and len(value) > limit:
+            out.append((key, f"is {len(value)} characters; the spec asks for {what}, under {limit}; shorten it"))
+    metadata = data.get("metadata")
+    if "metadata" in data and not isinstance(metadata, dict):
+        out.append(("metadata", "should be a mapping of keys to text values (`author: example-org`)"))
+    for key, value in metadata.items() if isinstance(metadata, dict) else ():
+        if not isinstance(value, str):
+            out.append((f"metadata.{key}", "should be text (the spec's metadata is a string-to-string map); quote it"))
+        elif len(value) > MAX_METADATA_VALUE_CHARS:
+            out.append((f"metadata.{key}", f"is over {MAX_METADATA_VALUE_CHARS} characters; shorten it"))
+    return out
 
 
 def _name_problems(name: Any, directory: Path | None) -> list[str]:
@@ -188,26 +371,12 @@ def _description_problems(description: Any) -> list[str]:
     return []
 
 
-def _string_problems(key: str, value: Any, label: str, limit: int) -> list[str]:
+def _compatibility_problems(value: Any) -> list[str]:
     if not isinstance(value, str):
-        return [f"Field '{key}' must be a string"]
-    if len(value) > limit:
-        return [f"{label} {limit} character limit ({len(value)} chars)"]
+        return ["Field 'compatibility' must be a string"]
+    if len(value) > MAX_COMPATIBILITY_CHARS:
+        return [f"Compatibility exceeds {MAX_COMPATIBILITY_CHARS} character limit ({len(value)} chars)"]
     return []
-
-
-def _metadata_problems(metadata: Any) -> list[str]:
-    if not isinstance(metadata, dict):
-        return ["Field 'metadata' must be a dictionary"]
-    problems = []
-    for key, value in metadata.items():
-        if len(key) > MAX_METADATA_KEY_CHARS:
-            problems.append(f"Metadata key '{key}' exceeds {MAX_METADATA_KEY_CHARS} character limit")
-        if not isinstance(value, str):
-            problems.append(f"Metadata value for '{key}' must be a string")
-        elif len(value) > MAX_METADATA_VALUE_CHARS:
-            problems.append(f"Metadata value for '{key}' exceeds {MAX_METADATA_VALUE_CHARS} character limit")
-    return problems
 
 
 def read_skill_md(path: Path) -> str:
@@ -252,8 +421,11 @@ def load_skill(directory: Path, real_directory: Path, scope: str) -> tuple[Skill
     if not isinstance(description, str) or not description.strip():
         return None, strict + _skipped(path, "it has no description, which routing and the catalog need")
     name = data.get("name") if isinstance(data.get("name"), str) and data.get("name", "").strip() else None
-    found = validate_frontmatter(data, directory) if parsed.notes else strict  # not the YAML error fixed above
+    found = strict
+    if any(d.message.startswith(_BAD_YAML) for d in strict):  # strictly unreadable, leniently read: check the rest
+        found = strict + validate_frontmatter(data, directory)
     warnings = parsed.notes + [f"{d.path or 'frontmatter'}: {d.message}" for d in found]
+    warnings += [f"{key}: {message}" for key, message in advice(data)]
     if name is None:
         warnings.append(f"no name in frontmatter; using the folder name {directory.name!r}")
     skill = Skill(
@@ -272,7 +444,7 @@ def load_skill(directory: Path, real_directory: Path, scope: str) -> tuple[Skill
 def strict_diagnostics(content: str, directory: Path | None) -> list[Diagnostic]:
     """What skills-ref would report for this SKILL.md text."""
     try:
-        return validate_frontmatter(parse_yaml(split_frontmatter(content)[0]), directory)
+        return validate_frontmatter(parse_strict(split_frontmatter(content)[0]), directory)
     except SkillFileError as exc:
         return [Diagnostic(str(directory / "SKILL.md") if directory else "SKILL.md", "", str(exc))]
 
