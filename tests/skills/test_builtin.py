@@ -72,3 +72,4 @@ def test_the_built_wheel_carries_them(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     for skill in SHIPPED:
         assert f"abilities_mcp/builtin_skills/{skill}/SKILL.md" in names
+    assert "abilities_mcp/schema/ability.schema.json" in names  # the ability format's schema, for editors
