@@ -132,3 +132,33 @@ def test_workflows_list_of_a_file_whose_every_entry_is_broken_says_so_and_fails(
     done = run(root, "workflows", "list")
     assert done.returncode == 1
     assert "can be applied: every entry has a problem" in done.stdout and "a.triggers" in done.stderr
+
+
+SLOW = "description: slow\nsteps:\n  - {id: build, type: script, run: 'echo compiling module-7; sleep 600'}\n"
+
+
+def test_at_a_terminal_the_step_in_flight_shows_its_elapsed_time_and_last_line(root: Path) -> None:
+    (root / "abilities" / "slow.yaml").write_text(SLOW)
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    term = Terminal(cli(root, "run", "slow"), root, env=env)
+    try:
+        shown = term.expect("compiling module-7")  # captured, not printed: only the progress line shows it
+        assert "[>] build  " in shown
+        term.type("\x03")
+        term.expect("cancelled")
+        assert term.wait() == 3
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+
+
+def test_piped_or_under_ci_progress_comes_as_plain_lines(root: Path) -> None:
+    (root / "abilities" / "slow.yaml").write_text(SLOW)
+    env = {**os.environ, "CI": "true", "ABILITIES_PROGRESS_EVERY": "1"}
+    with subprocess.Popen(
+        cli(root, "run", "slow"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as proc:
+        lines = [proc.stdout.readline() for _ in range(3)]
+        assert "compiling module-7  (still running)" in lines[-1] and "\x1b" not in "".join(lines)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)

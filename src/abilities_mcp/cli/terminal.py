@@ -8,11 +8,14 @@ the agent speaking for the person. Each answer records the terminal and the proc
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import secrets
+import shutil
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +27,7 @@ import anyio.to_thread
 from ..abilities.catalog import Catalog
 from ..engine.core import Engine
 from ..engine.live import LiveRun
+from ..engine.process import last_line
 from ..engine.questions import Answer, Question
 from ..errors import AbilitiesError, Refused
 from ..server.results import Run
@@ -61,6 +65,10 @@ async def run_in_terminal(project: Project, name: str, inputs: dict[str, Any]) -
         store.close()
 
 
+# How often the step in flight is redrawn at a terminal, and how often a plain progress line is printed otherwise
+# ($ABILITIES_PROGRESS_EVERY seconds, for a CI log that wants more or fewer).
+TICK_SECONDS = 1.0
+PLAIN_PROGRESS_SECONDS = 30.0
 # `run`'s exit codes (documented in `run --help` and docs/cli.md).
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 3
 # Lines of a failed step's output shown after the run; `abilities-mcp logs` prints all of it.
@@ -102,12 +110,46 @@ def failed_step_report(store: Store, run_id: str, step_id: str) -> str:
     return "\n".join(lines)
 
 
+class Ticker:
+    """The step in flight: at a terminal one line redrawn each second (elapsed time, its last output line); piped
+    or under CI, a plain line now and then, so a log shows the run is alive without a flood."""
+
+    def __init__(self) -> None:
+        self.live = sys.stdout.isatty() and not os.environ.get("CI")
+        self.shown = False
+        self.every = float(os.environ.get("ABILITIES_PROGRESS_EVERY") or PLAIN_PROGRESS_SECONDS)
+        self.next_plain = self.every
+
+    def clear(self) -> None:
+        if self.shown:
+            print("\r\x1b[K", end="", flush=True)
+            self.shown = False
+
+    def show(self, store: Store, run_id: str) -> None:
+        running = [s for s in store.get_run(run_id).steps if s.status == "running" and s.started_at]
+        if not running:
+            return
+        step = running[0]
+        elapsed = time.time() - step.started_at
+        line = inert(last_line(step.pgid)) if step.pgid else ""
+        text = f"  [>] {step.step_id}  {elapsed:.0f}s" + (f"  {line}" if line else "")
+        if self.live:
+            width = shutil.get_terminal_size().columns
+            print("\r\x1b[K" + text[: max(width - 1, 20)], end="", flush=True)
+            self.shown = True
+        elif elapsed >= self.next_plain:
+            print(f"{text}  (still running)", flush=True)
+            self.next_plain = elapsed + self.every
+
+
 async def _follow(engine: Engine, store: Store, run_id: str) -> None:
     seen: dict[str, tuple[str, int]] = {}
     asked: set[str] = set()
+    ticker = Ticker()
     live = engine.live.get(run_id)
     while live is not None and not live.done.is_set():
         changed = live.changed
+        ticker.clear()
         _print_changes(store, run_id, seen)
         target = live.innermost()  # a workflow step's child run asks through its parent
         if target.status == "awaiting_agent":
@@ -118,7 +160,11 @@ async def _follow(engine: Engine, store: Store, run_id: str) -> None:
             asked.add(question.id)
             await _answer_question(engine, live, target, question)
             continue
-        await changed.wait()
+        with anyio.move_on_after(TICK_SECONDS):
+            await changed.wait()
+        if not changed.is_set():
+            ticker.show(store, run_id)
+    ticker.clear()
     _print_changes(store, run_id, seen)
 
 

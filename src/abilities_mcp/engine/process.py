@@ -45,6 +45,23 @@ REAP_SECONDS = 1.0
 _SPAWNED: set[int] = set()
 
 
+# The captures of the steps running in this process, by process group: `run` shows a step's last line as it runs.
+RUNNING: dict[int, tuple[Capture, Capture]] = {}
+
+
+def last_line(pgid: int) -> str:
+    """The last line a running step (by its process group) printed to stdout or stderr, "" when none or gone."""
+    found = RUNNING.get(pgid)
+    if found is None:
+        return ""
+    for capture in found:
+        tail = bytes(capture.tail[-2048:] or capture.head[-2048:]).decode("utf-8", "replace")
+        lines = [line for line in tail.splitlines() if line.strip()]
+        if lines:
+            return lines[-1]
+    return ""
+
+
 class Capture:
     """A stream's first and last bytes and its total size, in bounded memory whatever the volume."""
 
@@ -130,6 +147,7 @@ async def run_script(
     out, err = Capture(needles=stdout_needles), Capture(needles=stderr_needles)
     eof = (anyio.Event(), anyio.Event())
     timed_out = False
+    RUNNING[pgid] = (out, err)
     try:
         on_start(pgid)
         async with anyio.create_task_group() as readers:
@@ -152,6 +170,7 @@ async def run_script(
             for pipe in (process.stdout, process.stderr):
                 anyio.notify_closing(pipe)
                 pipe.close()
+        RUNNING.pop(pgid, None)
         on_end(pgid)
     return ScriptResult(
         pgid=pgid,
