@@ -284,6 +284,7 @@ def test_run_at_a_terminal_shows_an_agent_step_and_takes_the_typed_answer(root: 
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "--- step think is yours ---" in done.stdout and "Say APPROVED" in done.stdout
+    assert "ability_step_complete" not in done.stdout  # the agent's protocol is not the person's
     assert "answer refused: the output does not contain 'APPROVED'" in done.stderr
     status = cli("status", "--json", root=root, state_dir=state_dir)
     after = next(s for s in json.loads(status.stdout)["steps"] if s["id"] == "after")

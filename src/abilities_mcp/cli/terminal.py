@@ -83,6 +83,19 @@ _CLI_WORDS = [
 ]
 
 
+def for_a_person(instructions: str) -> str:
+    """An agent step's instructions, for the person at the terminal who does the step: the tool-call protocol is
+    the agent's, not theirs (they answer below)."""
+    out = []
+    for line in instructions.splitlines():
+        if line.startswith("When done, call ability_step_complete("):
+            continue
+        if agent := re.match(r"Delegate this step to the agent '([^']+)'", line):
+            line = f"(In an agent client this step goes to the agent {agent.group(1)!r}; here it is yours.)"
+        out.append(line)
+    return inert("\n".join(out).rstrip())
+
+
 def cli_words(message: str) -> str:
     """A message the engine words for an agent (tool calls), reworded for a person at the command line."""
     for pattern, replacement in _CLI_WORDS:
@@ -171,7 +184,7 @@ async def _follow(engine: Engine, store: Store, run_id: str) -> None:
 async def _answer_agent_step(engine: Engine, store: Store, top: LiveRun, run_id: str) -> None:
     """At a terminal the person is the agent: show the instructions, take the typed answer, hand it back."""
     step = next(s for s in store.get_run(run_id).steps if s.status == "awaiting")
-    print(f"\n--- step {step.step_id} is yours ---\n{step.instructions}\n", flush=True)
+    print(f"\n--- step {step.step_id} is yours ---\n{for_a_person(step.instructions or '')}\n", flush=True)
     print("Type your answer; end it with a line holding only '.' (or end of input):", flush=True)
     ended, answer = await _read_unless_ended(top, _read_answer)
     if ended:
