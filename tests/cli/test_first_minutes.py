@@ -162,3 +162,14 @@ def test_piped_or_under_ci_progress_comes_as_plain_lines(root: Path) -> None:
         assert "compiling module-7  (still running)" in lines[-1] and "\x1b" not in "".join(lines)
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
+
+
+@pytest.mark.parametrize("command", [["list"], ["serve"], ["status"]])
+def test_a_missing_root_is_an_error_naming_it_and_nothing_is_created(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "${workspaceFolder}"  # a client config whose variable the client did not expand
+    done = subprocess.run(
+        [*CLI, "--root", str(missing), *command], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 2
+    assert f"the project root {str(missing)!r} does not exist" in done.stderr and "${...}" in done.stderr
+    assert not missing.exists() and done.stdout == ""
