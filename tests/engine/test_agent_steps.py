@@ -73,7 +73,7 @@ async def test_a_valid_hand_back_completes_the_step_and_the_run_goes_on(client, 
 async def test_a_hand_back_failing_validation_is_refused_counts_as_an_attempt_and_is_handed_out_again(
     client, write
 ) -> None:
-    view = await start(client, write)
+    view = await start(client, write, DEPLOYISH.replace("max_retries: 1", "max_retries: 1\n        max_attempts: 2"))
     refused = await call(client, "ability_step_complete", run_id=view["run_id"], step_id="review", output="looks fine")
     assert refused.is_error
     text = refused.content[0].text
@@ -82,10 +82,14 @@ async def test_a_hand_back_failing_validation_is_refused_counts_as_an_attempt_an
     status = (await call(client, "ability_status", run_id=view["run_id"])).structured_content
     assert status["status"] == "awaiting_agent" and by_id(status)["review"]["attempts"] == 2
     assert "previous hand-back was refused" in status["current_step"]["instructions"]
+    for attempt in (2, 3):  # the last of max_attempts 2, then a second round (on_failure: retry, max_retries: 1)
+        again = await call(client, "ability_step_complete", run_id=view["run_id"], step_id="review", output="no")
+        assert again.is_error and f"handed out again (attempt {attempt + 1})" in again.content[0].text
     last = await call(client, "ability_step_complete", run_id=view["run_id"], step_id="review", output="still no")
-    assert last.is_error and "The run is now failed" in last.content[0].text
+    assert last.is_error and "the run is now failed" in last.content[0].text
     final = (await call(client, "ability_status", run_id=view["run_id"])).structured_content
     assert final["status"] == "failed" and by_id(final)["ship"]["status"] == "skipped"
+    assert by_id(final)["review"]["attempts"] == 4
 
 
 async def test_an_agent_reporting_failure_fails_the_step(client, write) -> None:
@@ -114,7 +118,14 @@ async def test_output_schema_and_output_matches_check_the_hand_back(client, writ
         """,
     )
     bad = await call(client, "ability_step_complete", run_id=view["run_id"], step_id="plan", output='{"step": 1}')
-    assert bad.is_error and "does not fit output_schema" in bad.content[0].text and "steps" in bad.content[0].text
+    assert (
+        bad.is_error
+        and "does not fit validation.output_schema" in bad.content[0].text
+        and "steps" in bad.content[0].text
+    )
+    words = await call(client, "ability_step_complete", run_id=view["run_id"], step_id="plan", output="plain words")
+    assert words.is_error and "does not match '^\\\\{' (validation.output_matches)" in words.content[0].text
+    await call(client, "ability_cancel", run_id=view["run_id"])  # one live strict run per session
     view = await start(
         client,
         write,

@@ -241,7 +241,12 @@ async def test_a_refused_hand_back_under_on_failure_ask_lets_a_person_give_the_a
         """
         description: review
         steps:
-          - {id: review, type: agent, prompt: Review, on_failure: ask, validation: {output_contains: APPROVED}}
+          - id: review
+            type: agent
+            prompt: Review
+            on_failure: ask
+            max_attempts: 1
+            validation: {output_contains: APPROVED}
     """,
     )
     person = Person(content={"decision": "retry"})

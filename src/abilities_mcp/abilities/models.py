@@ -23,6 +23,13 @@ Enforcement = Literal["strict", "normal", "loose"]
 InputType = Literal["string", "integer", "number", "boolean", "array", "object"]
 # Retries when `on_failure: retry` names no `max_retries`.
 DEFAULT_MAX_RETRIES = 1
+# Hand-backs an agent or skill step takes before on_failure applies, when it names no `max_attempts`.
+DEFAULT_MAX_ATTEMPTS = 3
+MAX_ATTEMPTS_DESCRIPTION = (
+    "Hand-backs the agent may try before the step fails (default 3): a hand-back that fails `validation` is "
+    "refused and the step is handed out again with the reason; when the attempts are used up, on_failure applies "
+    "(retry: another round of max_attempts, up to max_retries rounds more). success=false ends the attempts at once"
+)
 # Script steps with no `timeout` (DESIGN §3).
 DEFAULT_STEP_TIMEOUT_SECONDS = 300.0
 # A trigger pattern longer than this is refused at load time: patterns run on every user prompt.
@@ -129,6 +136,7 @@ class AgentStep(StepBase):
     summarize: bool | str = Field(False, description="Shorten prior steps' outputs in the context")
     tools: StrList = Field(default_factory=list, description="Extra client tools this step allows (hook)")
     validation: AgentValidation | None = None
+    max_attempts: int = Field(DEFAULT_MAX_ATTEMPTS, ge=1, le=20, strict=True, description=MAX_ATTEMPTS_DESCRIPTION)
 
 
 class SkillStep(StepBase):
@@ -142,6 +150,7 @@ class SkillStep(StepBase):
     summarize: bool | str = False
     tools: StrList = Field(default_factory=list)
     validation: AgentValidation | None = None
+    max_attempts: int = Field(DEFAULT_MAX_ATTEMPTS, ge=1, le=20, strict=True, description=MAX_ATTEMPTS_DESCRIPTION)
 
 
 class ApprovalOption(Strict):

@@ -24,7 +24,7 @@ HANDBACK_KEEP_CHARS = 96 * 1024
 class AgentSteps:
     """Mixed into Engine: needs its _step_event, _run_event, _require and _refuse_if_owned_elsewhere."""
 
-    async def _await_skill(self, live: LiveRun, step, attempt: int, attempts: int, previous: str | None) -> str | None:
+    async def _await_skill(self, live: LiveRun, step, rnd: int, rounds: int, previous: str | None) -> str | None:
         """A skill step: the agent gets the skill's SKILL.md body, folder and the step's inputs, then hands back."""
         try:
             skill = self.catalog.skillset.get(step.skill)
@@ -32,41 +32,53 @@ class AgentSteps:
             skill_events.record(
                 self.store, LOAD_FAILED, {"name": step.skill, "error": str(exc)}, live.session_id, live.run_id
             )
-            started = dict(attempts=attempt, started_at=time.time(), error=None)
-            event = StepEvent.START if attempt == 1 else StepEvent.RETRY
+            live.attempt = first_attempt(live, rnd)
+            started = dict(attempts=live.attempt, started_at=time.time(), error=None)
+            event = StepEvent.START if rnd == 1 else StepEvent.RETRY
             return self._fail_unstarted(live, step.id, event, started, f"{exc} Restore skills/{step.skill}/SKILL.md")
-        if attempt == 1:  # the run's own choice of skill, for `abilities-mcp events --run`
+        if rnd == 1:  # the run's own choice of skill, for `abilities-mcp events --run`
             selection = {"step_kind": "skill step", "task_label": step.id, "strategy": "hint", "errors": []}
             chosen = [{"name": skill.name, "reason": f"step {step.id!r} of {live.name!r} names it"}]
             skill_events.record(self.store, SELECTED, {**selection, "skills": chosen}, live.session_id, live.run_id)
         inputs = {key: render_value(value, live.resolve) for key, value in step.inputs.items()}
-        return await self._await_agent(live, step, attempt, attempts, previous, skill_handout(skill, inputs))
+        return await self._await_agent(live, step, rnd, rounds, previous, skill_handout(skill, inputs))
 
     async def _await_agent(
-        self, live: LiveRun, step, attempt: int, attempts: int, previous: str | None, skill: str = ""
+        self, live: LiveRun, step, rnd: int, rounds: int, previous: str | None, skill: str = ""
     ) -> str | None:
-        """Hand the step to the calling agent and wait for ability_step_complete; returns why it failed, or None."""
+        """Hand the step to the calling agent for one round of up to `max_attempts` hand-backs (round `rnd` of
+        `rounds`: on_failure retry or ask gives more); returns why the round failed, or None."""
         prompt = render_text(step.prompt, live.resolve) if step.prompt else ""
         context = prior_context(step, live.outputs)
-        instructions = agent_instructions(
-            live.run_id, live.name, step, prompt, context, attempt, attempts, previous, skill=skill
-        )
-        if attempt > 1:
+        first = first_attempt(live, rnd)
+        last = first + step.max_attempts - 1
+        total = last + (rounds - rnd) * step.max_attempts  # the most this step may take, as things stand
+
+        def instructions(attempt: int, problem: str | None) -> str:
+            return agent_instructions(
+                live.run_id, live.name, step, prompt, context, attempt, total, problem, skill=skill
+            )
+
+        if rnd > 1:
             self._step_event(live, step.id, StepEvent.RETRY)
         live.handback_problem, live.answered = None, anyio.Event()
+        live.attempt, live.last_attempt, live.reissue = first, last, instructions
         self._step_event(
             live,
             step.id,
             StepEvent.AWAIT,
-            attempts=attempt,
+            attempts=first,
             started_at=time.time(),
             error=None,
-            instructions=instructions,
+            instructions=instructions(first, previous),
             prompt=prompt,
         )
         self._run_event(live, RunEvent.AWAIT_AGENT, f"step {step.id} waits for the agent")
-        with anyio.move_on_after(seconds(step.timeout)) as deadline:
-            await live.answered.wait()
+        try:
+            with anyio.move_on_after(seconds(step.timeout)) as deadline:  # the whole round: every attempt in it
+                await live.answered.wait()
+        finally:
+            live.reissue = None
         if deadline.cancelled_caught:
             problem = f"no hand-back within {step.timeout}; the step timed out"
             self._step_event(live, step.id, StepEvent.FAIL, error=problem, finished_at=time.time())
@@ -75,15 +87,25 @@ class AgentSteps:
         return live.handback_problem
 
     def complete(self, run_id: str, step_id: str, output: str, success: bool) -> str | None:
-        """Take the agent's hand-back for the awaited step; returns why it was refused, or None when accepted."""
+        """Take the agent's hand-back for the awaited step; returns why it was refused, or None when accepted.
+
+        A hand-back that fails the step's validation with attempts left in the round is refused and the step stays
+        awaiting, handed out again with the reason; the last one of the round, or one with success=false (the agent
+        says it cannot do the step: asking again would not help), fails the step and on_failure applies."""
         live = self._live_for_handback(run_id, step_id)
         step = live.ability.step(step_id)
         problem = check_handback(step, output, success)
         kept = cut(output, HANDBACK_KEEP_CHARS)
+        handed_back = dict(output=kept, output_bytes=len(output.encode()), error=problem)
+        if problem and success and live.reissue is not None and live.attempt < live.last_attempt:
+            live.attempt += 1
+            instructions = live.reissue(live.attempt, problem)
+            self._step_event(
+                live, step_id, StepEvent.REFUSE, attempts=live.attempt, instructions=instructions, **handed_back
+            )
+            return problem
         event = StepEvent.FAIL if problem else StepEvent.SUCCEED
-        self._step_event(
-            live, step_id, event, output=kept, output_bytes=len(output.encode()), error=problem, finished_at=time.time()
-        )
+        self._step_event(live, step_id, event, finished_at=time.time(), **handed_back)
         live.outputs[step_id]["output"] = kept
         self._run_event(live, RunEvent.PROCEED, f"step {step_id} handed back")
         live.handback_problem = problem
@@ -125,6 +147,11 @@ class AgentSteps:
                 [NextCall("ability_step_complete", {"run_id": run_id, "step_id": current, "output": "<your result>"})],
             )
         return live
+
+
+def first_attempt(live: LiveRun, rnd: int) -> int:
+    """The number of the first hand-back of round `rnd`: attempts count on across the rounds on_failure gives."""
+    return 1 if rnd == 1 else live.attempt + 1
 
 
 def _not_awaiting_agent(record: RunRecord, status: str) -> tuple[str, str, list[NextCall]]:

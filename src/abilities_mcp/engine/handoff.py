@@ -117,13 +117,13 @@ def check_handback(step: AgentStep, output: str, success: bool) -> str | None:
     if rules is None:
         return None
     if rules.output_contains is not None and rules.output_contains not in output:
-        return f"the output does not contain {rules.output_contains!r}"
+        return f"the output does not contain {rules.output_contains!r} (validation.output_contains)"
     if rules.output_matches is not None:
         try:
             if not search(rules.output_matches, output):
-                return f"the output does not match {rules.output_matches!r}"
+                return f"the output does not match {rules.output_matches!r} (validation.output_matches)"
         except PatternTooSlow as exc:
-            return str(exc)
+            return f"{exc} (validation.output_matches)"
     if rules.output_schema is not None:
         return _schema_problem(rules.output_schema, output)
     return None
@@ -135,10 +135,10 @@ def _schema_problem(schema: dict[str, Any], output: str) -> str | None:
     try:
         value = json.loads(output)
     except json.JSONDecodeError as exc:
-        return f"the output is not JSON ({exc}); hand back JSON that fits output_schema"
+        return f"the output is not JSON ({exc}); hand back JSON that fits validation.output_schema"
     try:
         jsonschema.validate(value, schema)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
-        return f"the output does not fit output_schema at {where}: {exc.message}"
+        return f"the output does not fit validation.output_schema at {where}: {exc.message}"
     return None

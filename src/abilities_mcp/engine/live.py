@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,11 @@ class LiveRun:
     # Why the agent's hand-back of the awaited step was refused (None: accepted), and the event that wakes the run.
     handback_problem: str | None = None
     answered: anyio.Event = field(default_factory=anyio.Event)
+    # The awaited step's round of hand-backs: the attempt handed out, the last one before on_failure applies, and
+    # the instructions for an attempt after a refusal (a refused hand-back is handed out again with them).
+    attempt: int = 0
+    last_attempt: int = 0
+    reissue: Callable[[int, str], str] | None = None
     # The question a person must answer now (one at a time), the event an answer sets, and the forms showing it.
     question: Question | None = None
     question_answered: anyio.Event = field(default_factory=anyio.Event)

@@ -52,6 +52,7 @@ class StepEvent(StrEnum):
     SUCCEED = "succeed"
     FAIL = "fail"
     RETRY = "retry"  # another attempt of a failed step
+    REFUSE = "refuse"  # a hand-back that failed validation: the step stays awaiting, handed out again
     SKIP = "skip"
     CANCEL = "cancel"
     RESET = "reset"  # back to pending, for resume
@@ -100,6 +101,7 @@ STEP_TRANSITIONS: dict[StepState, dict[StepEvent, StepState]] = {
         StepEvent.START: StepState.RUNNING,
         StepEvent.SUCCEED: StepState.COMPLETED,
         StepEvent.FAIL: StepState.FAILED,
+        StepEvent.REFUSE: StepState.AWAITING,
         StepEvent.CANCEL: StepState.CANCELLED,
         StepEvent.RESET: StepState.PENDING,
     },

@@ -22,9 +22,11 @@ from pydantic import Field
 
 from ..abilities import agents
 from ..abilities.catalog import Catalog
+from ..abilities.models import DEFAULT_MAX_ATTEMPTS
 from ..abilities.triggers import Matcher, MatchList
 from ..engine.live import LiveRun
 from ..errors import AbilitiesError, NextCall, Refused
+from ..state.store import RunRecord
 from .forms import answer_from_retry
 from .results import AbilityList, AnyJson, History, Run, ValidationReport
 from .session import Session, session_of
@@ -119,10 +121,13 @@ def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         success: Annotated[bool, Field(description="false when you could not do the step (say why in output)")] = True,
         wait_seconds: Annotated[float, Field(ge=0, le=600, description="Return after this long at most")] = 20,
     ) -> Run | InputRequiredResult:
-        """Hand the current agent step back. A hand-back that fails the step's validation is refused (an attempt)."""
+        """Hand the current agent step back. A hand-back that fails the step's validation is refused and the step
+        is handed out again with the reason, up to its max_attempts (default 3); then its on_failure applies."""
         session = session_of(ctx)
         if answer_from_retry(session.engine, ctx) is not None:  # the hand-back was taken in the first round
             return await session.settle(ctx, run_id, wait_seconds)
+        live = session.engine.live.get(run_id)
+        handed_out = (live.attempt, live.last_attempt) if live is not None else (0, 0)
         try:
             problem = session.engine.complete(run_id, step_id, output, success)
         except Refused as refusal:
@@ -131,7 +136,9 @@ def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
             raise ToolError(str(exc)) from exc
         result = await session.settle(ctx, run_id, wait_seconds)
         if problem is not None:
-            raise ToolError(_refused_handback(problem, session.view(run_id)))
+            record = session.store.get_run(run_id)
+            assert record is not None  # complete() found it
+            raise ToolError(_refused_handback(problem, record, step_id, success, handed_out, session.view(run_id)))
         return result
 
     @server.tool(name="ability_approve", annotations=ACTS)
@@ -202,18 +209,50 @@ def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         return history_view(session.store.runs(limit=limit))
 
 
-def _refused_handback(problem: str, view: Run) -> str:
-    """A refused hand-back: the reason, what it cost, and the legal next call."""
-    step = view.current_step
-    if view.status == "awaiting_agent" and step is not None:
-        attempt = next((s.attempts for s in view.steps if s.id == step.id), 0)
-        after = f"Step {step.id!r} is handed out again (attempt {attempt})"
-    elif view.status == "awaiting_decision":
-        after = "A person now decides whether to retry, continue or stop (on_failure: ask)"
+def _refused_handback(
+    problem: str, record: RunRecord, step_id: str, success: bool, handed_out: tuple[int, int], view: Run
+) -> str:
+    """A refused hand-back: the reason, which attempt it was, what follows (the step handed out again, or the
+    step's on_failure), the run's state and the legal next call. `handed_out`: the attempt the agent handed back
+    and the last one of its round, as they were before the hand-back."""
+    spec = next((s for s in record.definition.get("steps", []) if s.get("id") == step_id), {})
+    per = spec.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+    policy = spec.get("on_failure") or record.definition.get("settings", {}).get("on_failure", "stop")
+    attempt, round_last = handed_out
+    step = next(s for s in view.steps if s.id == step_id)
+    again = view.status == "awaiting_agent" and view.current_step is not None and view.current_step.id == step_id
+    if success and attempt < round_last:
+        head = f"Hand-back refused: {problem}. It counted as an attempt ({attempt} of {round_last})"
+        after = (
+            f"Step {step_id!r} is handed out again (attempt {attempt + 1}) with the reason in "
+            f"current_step.instructions; {round_last - attempt} of its max_attempts {per} left before on_failure: "
+            f"{policy} applies; the run stays {view.status}"
+        )
     else:
-        after = f"The run is now {view.status}"
+        if success:
+            head = (
+                f"Hand-back refused: {problem}. It counted as an attempt, the last of max_attempts {per} "
+                f"({attempt} of {round_last}), so on_failure: {policy} applies"
+            )
+        else:
+            head = (
+                f"Step {step_id!r} failed: {problem}. It counted as an attempt ({attempt}); success=false uses no "
+                f"more attempts, so on_failure: {policy} applies"
+            )
+        if again:
+            after = (
+                f"Step {step_id!r} is handed out again (attempt {step.attempts}) with the reason in "
+                f"current_step.instructions: a new round of {per} attempts; the run is {view.status}"
+            )
+        elif view.status == "awaiting_decision":
+            after = (
+                f"A person now decides whether to retry (another {per} attempts), continue or stop; the run is "
+                f"{view.status}"
+            )
+        else:
+            after = f"Step {step_id!r} is {step.status}; the run is now {view.status}"
     calls = "; ".join(f"{c.tool}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})" for c in view.next_calls)
-    return f"Hand-back refused: {problem}. It counted as an attempt. {after}. Legal next call(s): {calls or 'none'}."
+    return f"{head}. {after}. Legal next call(s): {calls or 'none'}."
 
 
 def _parse_inputs(inputs: dict[str, Any] | str | list[Any] | None) -> dict[str, Any] | None:
