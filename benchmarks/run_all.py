@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ("startup.py", "roundtrip.py", "script_steps.py", "routing_bench.py", "hook_latency.py")
+BENCHMARKS = (
+    "startup.py",
+    "roundtrip.py",
+    "script_steps.py",
+    "routing_bench.py",
+    "hook_latency.py",
+    "gateway_roundtrip.py",
+    "tool_routing.py",
+)
 # Result lines say "NAME: ratio …"; a benchmark without one (routing quality) is summed up by its last line.
 RESULT_MARK = ": ratio "
 

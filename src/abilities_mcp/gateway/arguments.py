@@ -3,6 +3,8 @@ the main call's (`{"table": "$args.table"}`) for the prerequisites the gateway r
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 from typing import Any
 
@@ -12,6 +14,8 @@ log = logging.getLogger(__name__)
 
 # A prerequisite's argument written as exactly this prefix and a dotted path takes the main call's value there.
 TEMPLATE_PREFIX = "$args."
+# Compiled validators kept, one per distinct input schema (the upstream tools called most).
+VALIDATORS_KEPT = 512
 # At most this many schema problems are named: the first few say what to fix.
 MAX_PROBLEMS = 5
 
@@ -31,14 +35,28 @@ def schema_problems(schema: dict[str, Any] | None, arguments: dict[str, Any]) ->
     """
     if not isinstance(schema, dict):
         return []
+    try:
+        validator = _validator(json.dumps(schema, sort_keys=True))
+    except (TypeError, ValueError):  # not JSON at all: the upstream will judge the call
+        return []
+    if validator is None:
+        return []
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    return [f"at {_path(e.absolute_path)}: {e.message}" for e in errors[:MAX_PROBLEMS]]
+
+
+@functools.lru_cache(maxsize=VALIDATORS_KEPT)
+def _validator(schema_json: str) -> Any:
+    """The validator of one schema, checked against its metaschema once (that check costs more than a call's own
+    validation); None for a schema that is itself broken."""
+    schema = json.loads(schema_json)
     cls = validators.validator_for(schema, default=Draft202012Validator)
     try:
         cls.check_schema(schema)
     except SchemaError as exc:
         log.info("an upstream tool's input schema is invalid, arguments not checked: %s", exc.message)
-        return []
-    errors = sorted(cls(schema).iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    return [f"at {_path(e.absolute_path)}: {e.message}" for e in errors[:MAX_PROBLEMS]]
+        return None
+    return cls(schema)
 
 
 def _path(parts: Any) -> str:

@@ -7,6 +7,7 @@ the main call is sent only after every prerequisite an enforce workflow needed h
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from mcp_types import CallToolResult, TextContent
@@ -14,7 +15,7 @@ from mcp_types import CallToolResult, TextContent
 from ..errors import AbilitiesError, NextCall, Refused
 from ..prerequisites.gates import Check, Matched, check, tool_matches
 from ..prerequisites.sessions import MAX_RESULT_CHARS, SessionState
-from ..prerequisites.workflows import Prerequisite, Workflows
+from ..prerequisites.workflows import Prerequisite, Workflows, WorkflowSet
 from .arguments import Unfilled, fill, schema_problems
 from .config import Gateway
 from .directory import Entry, Listing, discover, resolve, split
@@ -102,16 +103,17 @@ class Proxy:
         if problems:
             raise BadArguments(_bad_arguments(entry, problems))
         found = self.workflows.current()
-        first = check(found, entry.qualified, "", self.sessions.done(session_id))
+        first = check(found, entry.qualified, "", _Recorded(self.sessions, session_id))
         ran: list[Ran] = []
+        after = first
         if first.verdict == "deny":
             plan = await self._plan(first, entry, arguments, listing)
             ran = [await self._run(step, session_id) for step in plan]
-        after = check(found, entry.qualified, "", self.sessions.done(session_id))
+            after = check(found, entry.qualified, "", self.sessions.done(session_id))
         if after.verdict == "deny":  # only if the records were cleared meanwhile; whatever the cause, never send
             raise Refused(f"{entry.qualified!r} is still gated: {after.message}", "prerequisites missing")
         result, sent = await self._main_call(entry, arguments, attempts if entry.read_only else 1)
-        if not result.is_error:
+        if not result.is_error and _is_prerequisite(found, entry.qualified):  # else there is nothing to record
             self.sessions.record(session_id, found, entry.qualified, text_of(result))
         return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + found.warnings()), sent)
 
@@ -183,6 +185,33 @@ class Proxy:
     async def _upstream_call(self, entry: Entry, arguments: dict[str, Any]) -> CallToolResult:
         upstream = self.gateway.current().upstreams[entry.server]
         return await self.upstreams.connection(upstream).call(entry.name, arguments)
+
+
+class _Recorded(Mapping[str, dict[int, Any]]):
+    """The session's records, read only if a workflow the call triggers asks for them (most calls trigger none)."""
+
+    def __init__(self, sessions: SessionState, session_id: str):
+        self._sessions, self._session_id = sessions, session_id
+        self._done: dict[str, dict[int, Any]] | None = None
+
+    def _load(self) -> dict[str, dict[int, Any]]:
+        if self._done is None:
+            self._done = self._sessions.done(self._session_id)
+        return self._done
+
+    def __getitem__(self, workflow: str) -> dict[int, Any]:
+        return self._load()[workflow]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+def _is_prerequisite(found: WorkflowSet, tool: str) -> bool:
+    """Whether any enabled workflow lists the tool as a prerequisite (only then has a call of it to be recorded)."""
+    return any(tool_matches(tool, p.tool) for w in found.enabled() for p in w.prerequisites)
 
 
 def _upstream_tool(wanted: str, server: str, listing: Listing, same_only: bool = False) -> Entry | None:
