@@ -11,6 +11,7 @@ import select
 import subprocess
 import sys
 import termios
+import textwrap
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -245,3 +246,19 @@ def run_hook(
         env={**clean, **(env or {})},
         timeout=HOOK_TIMEOUT_SECONDS,
     )
+
+
+# --- skills on disk ---------------------------------------------------------------------------------------------
+
+
+def write_skill(
+    root: Path, name: str, frontmatter: str, body: str = "Do the thing.\n", files: dict[str, str | bytes] | None = None
+) -> Path:
+    """skills/<name>/SKILL.md with that frontmatter (YAML text) and body, plus any other files, under a project."""
+    folder = root / "skills" / name
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(f"---\n{textwrap.dedent(frontmatter).strip()}\n---\n\n{body}")
+    for rel, data in (files or {}).items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data) if isinstance(data, bytes) else (folder / rel).write_text(data)
+    return folder

@@ -14,14 +14,13 @@ from abilities_mcp.server import create_server
 from abilities_mcp.state import skill_events
 from abilities_mcp.state.project import Project
 from abilities_mcp.state.store import Store
-from support import cli
+from support import cli, write_skill
 
 pytestmark = pytest.mark.anyio
 
 
 def skill(root: Path, name: str, description: str, body: str = "Steps.\n") -> None:
-    (root / "skills" / name).mkdir(parents=True)
-    (root / "skills" / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n\n{body}")
+    write_skill(root, name, f"name: {name}\ndescription: {description}", body)
 
 
 @pytest.fixture

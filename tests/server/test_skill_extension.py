@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import textwrap
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,7 +15,7 @@ from pydantic import TypeAdapter
 from abilities_mcp.server import create_server
 from abilities_mcp.server.skill_extension import GetSkillParams, ReadDirectoryParams
 from abilities_mcp.state.project import Project
-from support import REPO
+from support import REPO, write_skill
 
 pytestmark = pytest.mark.anyio
 INVALID_PARAMS = -32602
@@ -53,13 +52,7 @@ async def read_directory(client: Client, uri: str) -> dict[str, Any]:
 
 
 def skill(root: Path, name: str, frontmatter: str, files: dict[str, bytes] | None = None) -> Path:
-    folder = root / "skills" / name
-    folder.mkdir(parents=True)
-    (folder / "SKILL.md").write_text(f"---\n{textwrap.dedent(frontmatter).strip()}\n---\n\n# {name}\n\nDo the thing.\n")
-    for rel, data in (files or {}).items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_bytes(data)
-    return folder
+    return write_skill(root, name, frontmatter, f"# {name}\n\nDo the thing.\n", files)
 
 
 def digest(path: Path) -> str:

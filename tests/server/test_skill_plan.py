@@ -10,19 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from support import cli
+from support import cli, write_skill
 
 pytestmark = pytest.mark.anyio
 
 
 def skill(root: Path, name: str, description: str, body: str = "Do the thing.\n", files: dict | None = None) -> Path:
-    folder = root / "skills" / name
-    folder.mkdir(parents=True)
-    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n\n{body}")
-    for rel, text in (files or {}).items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_text(text)
-    return folder
+    return write_skill(root, name, f"name: {name}\ndescription: {description}", body, files)
 
 
 def run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
