@@ -196,7 +196,7 @@ async def test_a_step_with_a_bad_shape_is_an_error_at_the_step(client: Client, r
     [
         (f"steps:\n  - {STEP}\n", "description", "missing required key 'description'; add it"),
         ("description: d\n", "steps", "missing required key 'steps'; add it"),
-        ("description: d\nsteps: []\n", "steps", "at least 1 item"),
+        ("description: d\nsteps: []\n", "steps", "the ability has no steps; add at least one, e.g. steps:"),
         (
             f"description: d\nsettings: {{enforcement: strikt}}\nsteps:\n  - {STEP}\n",
             "settings.enforcement",

@@ -169,6 +169,8 @@ def _ability_message(err: dict) -> str | None:
         return f"unknown step type {tag!r}; {hint}use one of {', '.join(STEP_MODELS)}"
     if kind == "string_pattern_mismatch":
         return f"{short(err['input'])} {_pattern_rule(loc)}"
+    if kind == "too_short" and tuple(loc) == ("steps",):
+        return "the ability has no steps; add at least one, e.g. steps: [{id: build, type: script, run: make}]"
     if loc and loc[-1] == "max_attempts":
         msg = err["msg"].removeprefix("Value error, ")
         return f"{msg} (got {short(err['input'])}); use a whole number from 1 to 20 (default 3), e.g. max_attempts: 3"

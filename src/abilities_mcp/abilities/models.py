@@ -207,7 +207,11 @@ class Settings(Strict):
     parallel: bool = Field(False, description="Run independent steps concurrently")
     enforcement: Enforcement = Field("strict", description="strict | normal | loose")
     on_failure: OnFailure = Field("stop", description="Default on_failure for steps")
-    approval: Literal["none", "plan"] = Field("none", description="plan: approve the step plan before step one")
+    approval: Literal["none", "plan", "checkpoint"] = Field(
+        "none",
+        description="plan: approve the step plan before step one; checkpoint: approve each script or workflow step "
+        "(each attempt) before the server runs it, a rejection fails that step",
+    )
 
 
 class Hooks(Strict):

@@ -27,6 +27,9 @@ logger = logging.getLogger(__name__)
 
 # How often a waiting run reads the store for an answer written by another process (the terminal command).
 ANSWER_POLL_SECONDS = 0.2
+# Step types a checkpoint (settings.approval: checkpoint) asks about: the ones the server runs itself. Agent and
+# skill steps run in the client, under its own permission prompts; approval steps ask a person already.
+CHECKPOINTED = ("script", "workflow")
 _AWAIT_EVENT = {
     "decision": RunEvent.AWAIT_DECISION,
     "approval": RunEvent.AWAIT_APPROVAL,
@@ -73,6 +76,20 @@ class PersonSteps:
             return f"the plan was {answer.summary()}"
         self.store.update_run(live.run_id, "plan_approved", answer.summary())
         return None
+
+    async def _checkpoint(self, live: LiveRun, step, attempt: int) -> str | None:
+        """settings.approval: checkpoint — before each attempt of a step the server itself runs (a script, a child
+        run), a person approves that step; returns why it failed when they reject it (the attempt is recorded)."""
+        if live.ability.settings.approval != "checkpoint" or step.type not in CHECKPOINTED:
+            return None
+        answer = await self._ask(live, Question.approval(step.id, checkpoint_text(live, step), None, None), None)
+        if answer.approved:
+            return None
+        problem = f"rejected at the checkpoint ({answer.summary()})"
+        event = StepEvent.START if attempt == 1 else StepEvent.RETRY
+        self._step_event(live, step.id, event, attempts=attempt, started_at=time.time(), error=None)
+        self._step_event(live, step.id, StepEvent.FAIL, error=problem, finished_at=time.time())
+        return problem
 
     async def _decide(self, live: LiveRun, step_id: str, problem: str) -> str:
         """on_failure: ask — retry, continue or stop, as a person says."""
@@ -186,6 +203,16 @@ def plan_text(live: LiveRun) -> str:
         when = f" (only when {step.when})" if step.when else ""
         lines.append(f"{i}. {sid} [{step.type}] {step.description or ''}{when}".rstrip())
     return "\n".join(lines)
+
+
+def checkpoint_text(live: LiveRun, step) -> str:
+    """What a person approves at a checkpoint: the step and what it will run."""
+    what = f"runs: {step.run}" if step.type == "script" else f"runs ability {step.workflow!r} as a child run"
+    about = f" ({step.description})" if step.description else ""
+    return (
+        f"Checkpoint before step {step.id!r}{about} of ability {live.name!r}: it {what}\n"
+        "Approve to run it now; reject to fail this step (its on_failure applies)."
+    )
 
 
 def _watch(run_id: str) -> list[NextCall]:

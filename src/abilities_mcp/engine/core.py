@@ -292,6 +292,8 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
             return await self._await_skill(live, step, attempt, attempts, previous)
         if step.type == "approval":
             return await self._approval(live, step, attempt)
+        if (refused := await self._checkpoint(live, step, attempt)) is not None:
+            return refused
         if step.type == "workflow":
             return await self._workflow(live, step, attempt)
         return await self._attempt(live, step, attempt)
