@@ -35,7 +35,7 @@ EVAL = HERE / "routing"
 # 144 real skills (frontmatter only), read in place; see its README.
 CATALOG = HERE.parent.parent / "shared" / "routing-catalog"
 # The issue's goals.
-TOP1_GOAL, NO_MATCH_PRECISION_GOAL, MS_PER_QUERY_GOAL = 0.90, 0.8, 2.0
+TOP1_GOAL, NO_MATCH_PRECISION_GOAL, NO_MATCH_RECALL_GOAL, MS_PER_QUERY_GOAL = 0.90, 0.95, 0.7, 2.0
 SPEED_SKILLS = 10_000
 # Each eval query is routed this many times per contender for the speed figure (quick: once).
 ROUNDS, QUICK_ROUNDS = 5, 1
@@ -226,14 +226,19 @@ def main() -> None:
         f"ms over {builds}; per query over {len(mine)} routes: router median {ms(per_query)} ms "
         f"(p90 {ms(sorted(mine)[len(mine) * 9 // 10])}), keyword baseline (floor) median {ms(per_floor)} ms"
     )
-    top1, precision = ours["all"]["top-1"], ours["all"]["nm-prec"]
     print(
-        f"routing: top-1 {top1:.2f} (goal >= {TOP1_GOAL:.2f}) no-match precision {precision:.2f} "
-        f"(goal >= {NO_MATCH_PRECISION_GOAL}) on all {len(queries)} queries, test top-1 {ours['test']['top-1']:.2f} | "
-        f"{ms(per_query)} ms/query at {SPEED_SKILLS:,} skills (goal <= {MS_PER_QUERY_GOAL:g} ms), "
-        f"{per_query / per_floor:.1f}x the keyword baseline",
+        f"routing on all {len(queries)} queries (dev / test): top-1 {_splits(ours, 'top-1')} (goal >= "
+        f"{TOP1_GOAL:.2f}), top-3 {_splits(ours, 'top-3')}, no-match precision {_splits(ours, 'nm-prec')} (goal >= "
+        f"{NO_MATCH_PRECISION_GOAL:.2f}), no-match recall {_splits(ours, 'nm-recall')} (goal >= "
+        f"{NO_MATCH_RECALL_GOAL:.2f}) | {ms(per_query)} ms/query at {SPEED_SKILLS:,} skills (goal <= "
+        f"{MS_PER_QUERY_GOAL:g} ms), {per_query / per_floor:.1f}x the keyword baseline",
         flush=True,
     )
+
+
+def _splits(ours: dict[str, dict[str, float]], column: str) -> str:
+    """All, then dev / test: "0.87 (0.89 / 0.84)"."""
+    return f"{ours['all'][column]:.2f} ({ours['dev'][column]:.2f} / {ours['test'][column]:.2f})"
 
 
 if __name__ == "__main__":

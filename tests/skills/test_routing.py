@@ -15,9 +15,10 @@ from abilities_mcp.skills.router import Match, Router, stem
 from support import REPO
 
 EVAL = REPO / "benchmarks" / "routing"
-# Floors just under the figures measured on all 239 queries of benchmarks/routing (routing_bench.py prints them).
+# Floors just under the figures measured on all 311 queries of benchmarks/routing (routing_bench.py prints them).
 TOP1_FLOOR = 0.86  # measured 0.868 (dev 0.891, test 0.844)
-NO_MATCH_PRECISION_FLOOR = 0.95  # measured 0.966 (dev 1.000, test 0.941)
+NO_MATCH_PRECISION_FLOOR = 0.95  # measured 0.957 (dev 0.953, test 0.961)
+NO_MATCH_RECALL_FLOOR = 0.69  # measured 0.698 (dev 0.641, test 0.754)
 
 SKILLS = [
     ("pdf", "Work with PDF files: extract text and tables, merge or split documents, rotate pages, fill forms."),
@@ -122,9 +123,9 @@ def test_a_two_word_synonym_counts_as_a_synonym_not_as_the_word_it_stands_for() 
 
 def test_how_many_and_how_much_ask_the_same() -> None:
     router = Router(SKILLS + [("load-testing", "Find out how much traffic a web service can take.")])
-    first = router.route("how many visitors can it take")[0]
+    first = router.route("how many visitors can the web service take")[0]  # "many" and "take" alone would not do
     assert first.name == "load-testing"
-    assert first.reasons == ["description matches: take", "related words: many ~ much"]
+    assert first.reasons == ["description matches: web, service, take", "related words: many ~ much"]
 
 
 def test_a_framework_implies_its_language_one_way_only() -> None:
@@ -162,6 +163,102 @@ def test_a_possessive_is_the_word_itself() -> None:
 )
 def test_a_task_no_skill_fits_gets_no_match(router: Router, task: str) -> None:
     assert router.route(task) == []
+
+
+# --- saying "no skill" -------------------------------------------------------------------------------------------
+
+# The two examples, on 144 real published skills: each was routed on one incidental word.
+CATALOG = REPO.parent / "shared" / "routing-catalog"
+INCIDENTAL = {
+    "set up a cron job that rotates the logs every night": "commit",  # on "every"
+    "bump nginx worker_connections to 4096": "scientific-brainstorming",  # on "connections"
+}
+
+
+@pytest.fixture(scope="module")
+def real_router() -> Router:
+    if not CATALOG.is_dir():
+        pytest.skip(f"the shared catalog of real skills is not at {CATALOG}")
+    skills = []
+    for path in sorted(CATALOG.glob("*/SKILL.md")):
+        front = yaml.safe_load(path.read_text().split("---")[1])
+        skills.append((front["name"], " ".join(str(front["description"]).split())))
+    return Router(skills)
+
+
+@pytest.mark.parametrize("task", list(INCIDENTAL), ids=["cron-every", "nginx-connections"])
+def test_one_incidental_word_is_no_fit_among_real_skills(real_router: Router, task: str) -> None:
+    assert INCIDENTAL[task] in {s[0] for s in real_router.skills}
+    assert real_router.route(task) == []
+
+
+@pytest.mark.parametrize(
+    ("task", "first"),
+    [
+        ("use the commit skill for this: set up a cron job that rotates the logs every night", "commit"),
+        ("/scientific-brainstorming bump nginx worker_connections to 4096", "scientific-brainstorming"),
+        ("write a commit message for the logrotate cron job i just staged", "commit"),
+        ("brainstorm research hypotheses about why our cells lose connections", "scientific-brainstorming"),
+    ],
+    ids=["mention", "slash-mention", "real-task-same-domain", "real-task-same-word"],
+)
+def test_the_same_words_still_route_when_the_task_is_about_the_skill(
+    real_router: Router, task: str, first: str
+) -> None:
+    assert names(real_router.route(task))[:1] == [first]
+
+
+def test_generic_words_alone_are_no_fit() -> None:
+    router = Router(SKILLS + [("standup", "Run the team standup every day: what each person did, what is next.")])
+    assert router.route("water the plants every day, one thing at a time") == []  # every, day, one, thing, time
+    assert names(router.route("run our team standup every day"))[:1] == ["standup"]
+
+
+def test_a_lone_name_word_in_a_task_about_something_else_is_no_fit() -> None:
+    router = Router(SKILLS + [("cloud-cost", "Analyze cloud spend and billing exports; rightsize idle resources.")])
+    assert router.route("how much does it cost to replace a car battery") == []
+    assert router.route("latte cost in lisbon") == []
+    # ... but the name word alone, or with the skill's own words, is a task about it.
+    assert names(router.route("cost"))[:1] == ["cloud-cost"]
+    assert names(router.route("why did our cloud cost double, find the idle resources"))[:1] == ["cloud-cost"]
+
+
+def test_a_task_mostly_about_words_no_skill_has_is_no_fit(router: Router, monkeypatch: pytest.MonkeyPatch) -> None:
+    task = "airport security: queue etiquette, boarding passes, liquids, carry-on luggage"
+    assert router.route(task) == []
+    assert names(router.route("airport security"))[:1] == ["code-review"]  # the same evidence, less else
+    monkeypatch.setattr(routing, "COVERAGE_EXPONENT", 0.0)  # coverage is what declines it
+    assert names(router.route(task))[:1] == ["code-review"]
+
+
+def test_without_the_fit_test_the_best_overlap_is_returned_as_before() -> None:
+    tools = [("echo", "Echoes back the input string"), ("get-sum", "Returns the sum of two numbers")]
+    assert Router(tools).route("echo hello") == []  # a lone name word, the rest unknown
+    assert Router(tools).route("add two numbers") == []  # generic words only
+    assert names(Router(tools, fit_test=False).route("echo hello")) == ["echo"]
+    assert names(Router(tools, fit_test=False).route("add two numbers")) == ["get-sum"]
+
+
+def test_an_explicit_mention_needs_no_other_evidence(router: Router) -> None:
+    assert names(router.route("use the pptx skill to plan my grandmother's birthday picnic")) == ["pptx"]
+
+
+@pytest.mark.parametrize(
+    ("task", "first"),
+    [
+        ("could someone exploit this file upload endpoint?", "security-audit"),
+        ("how many concurrent users can our api survive before it falls over?", "load-testing"),
+        (
+            "we have no visibility into which requests fail in prod, add something so we can see it",
+            "logging-observability",
+        ),
+        ("what formula do i put in column D to flag duplicates in column A", "spreadsheet-formulas"),
+        ("tell my landlord politely that the rent will be 5 days late", "email-drafting"),
+    ],
+    ids=["synonym", "many-much", "paraphrase", "lone-name-word-in-domain", "lone-description-word"],
+)
+def test_a_real_paraphrase_of_the_eval_set_still_routes(task: str, first: str) -> None:
+    assert names(Router(load_eval()[0]).route(task))[:1] == [first]
 
 
 @pytest.mark.parametrize(
@@ -278,5 +375,7 @@ def test_the_eval_set_routes_its_expected_skill_first_and_declines_what_no_skill
     declined = [expect for expect, found in got if not found]
     top1 = sum(bool(found) and found[0] == expect for expect, found in fits) / len(fits)
     precision = sum(expect is None for expect in declined) / len(declined)
+    recall = sum(not found for expect, found in got if expect is None) / sum(expect is None for expect, _ in got)
     assert top1 >= TOP1_FLOOR
     assert precision >= NO_MATCH_PRECISION_FLOOR
+    assert recall >= NO_MATCH_RECALL_FLOOR

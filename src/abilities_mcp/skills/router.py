@@ -3,8 +3,11 @@
 A skill the task names ("use the pdf skill", "/pptx", "webapp-testing") comes first. The rest are ranked by
 field-weighted BM25 (BM25F) over each skill's name and description: the name counts more, words of clauses that
 send the reader elsewhere ("Not for X", "for X use other-skill") count less, and a query word may reach a skill
-through a synonym, what it implies ("django" → Python) or a one-letter typo at a discount. A score under MIN_SCORE
-is not a fit, so a task no skill covers gets [] rather than a forced guess.
+through a synonym, what it implies ("django" → Python) or a one-letter typo at a discount. The best of them must
+also show evidence that it fits: a word of the task that says something about its domain (not "every", "set",
+"time"); not a lone word of its name in a task whose other words no skill knows ("cost" in "what does it cost to
+replace a car battery"); and enough of the task's domain words covered, weighted by idf. When it does not, or a score
+is under MIN_SCORE, the task gets [] rather than a forced guess.
 
 Standard library only, imported on the first skill_route: start-up never pays for it.
 """
@@ -55,6 +58,15 @@ HALF_SCORE = 1.0
 # Under this score a skill is not a fit. Chosen on the dev split: the highest threshold that keeps dev top-1 at its
 # best (0.848) with no-match precision 0.92 (recall 0.43); at 0.325 precision falls to 0.80.
 MIN_SCORE = 0.32
+# The best word-overlap match must also pass a fit test, else no word-overlap match is returned: its score times
+# coverage ** COVERAGE_EXPONENT at least MIN_FIT, where coverage is the idf-weighted share of the task's domain words
+# (not GENERIC) that it matches, a word no skill has counting UNKNOWN_WORD_WEIGHT. Chosen on the 156 dev queries (64
+# that no skill fits): no-match recall 0.375 -> 0.641 at unchanged top-1 (0.891) and top-3 (0.935), no-match
+# precision 0.953. MIN_FIT 0.26 measures the same, 0.25 0.625, 0.24 0.609; exponent 0.5 with unknown weight 0.6 ties
+# (0.641), the other pairs of 0.2-1.0 and 0.3-1.0 reach at most 0.625 at that top-1 and precision >= 0.95.
+COVERAGE_EXPONENT = 0.3
+UNKNOWN_WORD_WEIGHT = 0.3
+MIN_FIT = 0.255
 # Explicit mentions score this, above anything word overlap reaches.
 MENTION_SCORE = 1.0
 # Stemming drops -ity ("pathogenicity" meets "pathogenic"): dev top-1 0.848 -> 0.859, test unchanged; -ment,
@@ -69,6 +81,23 @@ STOPWORDS = frozenset(
     where which while who whose why will with within without would you your
     aren couldn didn doesn don hadn hasn haven isn shouldn wasn weren won wouldn arent cant couldnt didnt doesnt
     dont im isnt ive shouldnt thats theyre wasnt werent weve wont wouldnt youre""".split()
+)
+# Words that say nothing about a task's domain: common verbs, quantifiers, time and filler words. A skill matched
+# on these alone ("set up a cron job ... every night" -> a CI skill, on "set" and "job"'s neighbour) is no fit, and
+# they do not count in coverage. Nouns that may name a domain ("form", "page", "table", "team") are not here: with
+# them, dev top-1 was unchanged but test lost "fill out the w-9 pdf form" (on "fill" and "form").
+GENERIC_WORDS = frozenset(
+    """able actually add again ago ahead almost already always another anyone anything anyway around ask away back bad
+    best better big bit both bring call came can certain come day days different done down each early easy either else
+    end enough even ever every everyone everything everywhere example far few find fine first five four get give go
+    going good got great guess half happen hard help here high hold hope hour hours huge idea instead keep kind know
+    last late later least leave left less let little long look lot lots make many matter maybe mean might minute moment
+    month months much must need needs never new next nice night nothing now number often old once one only other others
+    out own part people perhaps person place please point possible pretty probably put quick quickly quite rather ready
+    real really reason right said same say see seem seen several simple since six small someone something sometimes
+    soon sort start still stuff sure take tell ten thing things think though thought three time times today together
+    told took try turn two usual use used using want way week weeks well went whole year years yes yet did doing gets
+    gives goes got gotten keeps made makes making means says seems takes tells thinks tries wants""".split()
 )
 # Separators that join a multi-word name as it is spelled: "webapp-testing", "webapp_testing".
 JOINERS = frozenset({"-", "_"})
@@ -153,6 +182,9 @@ def stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("e") else word
 
 
+_GENERIC = frozenset(map(stem, GENERIC_WORDS))
+
+
 def words(text: str) -> list[str]:
     """The lowercase words of a text that can tell skills apart: no stopwords, no single letters or digits."""
     text = text.lower()
@@ -216,8 +248,11 @@ def confidence(raw: float) -> float:
 class Router:
     """An index over (name, description) pairs; route() ranks them against a task."""
 
-    def __init__(self, skills: Iterable[tuple[str, str]]):
+    def __init__(self, skills: Iterable[tuple[str, str]], fit_test: bool = True):
+        """fit_test: whether the best word-overlap match must also pass _fits (tuned on skills; a catalog of short
+        verb-named tools such as "echo" or "browser_click" is better served without it)."""
         self.skills = [(str(name), str(description)) for name, description in skills]
+        self.fit_test = fit_test
         self._synonyms = synonym_table(SYNONYM_GROUPS)
         for narrow, broad in implied_table(IMPLIED_GROUPS).items():
             self._synonyms.setdefault(narrow, []).extend(broad)
@@ -275,11 +310,48 @@ class Router:
         ranked = sorted(mentioned, key=lambda i: (-mentioned[i], i))
         if raw and len(ranked) < limit:
             cutoff = heapq.nlargest(limit, raw.values())[-1]  # plain floats: far cheaper than ranking every skill
-            ranked += sorted(
+            overlap = sorted(
                 (i for i, v in raw.items() if v >= cutoff and i not in mentioned), key=lambda i: (-raw[i], i)
             )
+            if overlap and (not self.fit_test or self._fits(overlap[0], raw[overlap[0]], slots, text)):
+                ranked += overlap
         scored = [(i, MENTION_SCORE if i in mentioned else confidence(raw[i])) for i in ranked[:limit]]
         return [self._match(i, score, slots, i in mentioned) for i, score in scored if score >= MIN_SCORE]
+
+    def _fits(self, i: int, raw: float, slots: list[Slot], text: str) -> bool:
+        """Whether skill i, the best by word overlap, fits the task at all: it matches a domain word of the task (one
+        not in GENERIC_WORDS); that word is not a lone word of its name while the task's other domain words are all
+        words no skill knows ("how much does it cost to replace a car battery" shares "cost" with cloud-cost and
+        nothing with any skill); and its score, weighed by the idf-weighted share of the task's domain words it
+        covers, reaches MIN_FIT."""
+        known = {stem(w) for word, _, _ in slots for w in word.split()}
+        matched: set[str] = set()
+        evidence = 0
+        in_name = False
+        for word, _, alternatives in slots:
+            best, via = 0.0, ""
+            for term, discount, _ in alternatives:
+                if (value := self._row(term).get(i, 0.0) * discount) > best:
+                    best, via = value, term
+            if not best:
+                continue
+            parts = {stem(w) for w in word.split()}
+            matched |= parts
+            if not parts <= _GENERIC:
+                evidence += 1
+                in_name = in_name or via in self._name_terms[i]
+        domain = {stem(w) for w in words(text)} - _GENERIC
+        if not evidence or (evidence == 1 and in_name and domain - matched and not (domain & known) - matched):
+            return False
+        weights = {t: self._weight(t, t in known) for t in domain}
+        coverage = sum(weights[t] for t in domain & matched) / sum(weights.values())
+        return confidence(raw) * coverage**COVERAGE_EXPONENT >= MIN_FIT
+
+    def _weight(self, term: str, known: bool) -> float:
+        """A domain word's weight in coverage: its idf share; 1 for a word reached only through a related one."""
+        if term in self._frequencies:
+            return idf_share(len(self._frequencies[term]), len(self.skills))
+        return 1.0 if known else UNKNOWN_WORD_WEIGHT
 
     def _score(self, slots: list[Slot]) -> dict[int, float]:
         """Skill → raw BM25F score: each slot adds its best alternative's weight in that skill."""
