@@ -1,5 +1,6 @@
 """`abilities-mcp gateway list | add NAME -- COMMAND ARGS... | remove NAME`: the project's gateway.json, listed with
-what is wrong with each server, and edited safely (gateway/edits.py)."""
+what is wrong with each server, and edited safely (gateway/edits.py); `abilities-mcp tools refresh`: the tool cache
+written from every upstream's tools (gateway/cache.py)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,38 @@ def _list(path, as_json: bool) -> int:
     if not found:
         print(f"No servers in {path}. Add one: abilities-mcp gateway add NAME -- COMMAND ARGS...")
     return 0
+
+
+def refresh_tools(project: Project) -> int:
+    """Start every upstream, list its tools, write the cache; 1 when gateway.json is missing or a server failed."""
+    import anyio
+
+    from ..gateway import cache
+    from ..gateway.config import FILE_NAME, read_gateway
+    from ..gateway.upstreams import upstreams
+
+    config_path = project.root / FILE_NAME
+    if not config_path.exists():
+        print(
+            f"No {FILE_NAME} in {project.root}: the cache lists the tools of its servers. Add one: "
+            "abilities-mcp gateway add NAME -- COMMAND ARGS...",
+            file=sys.stderr,
+        )
+        return 1
+    config = read_gateway(config_path, project.root)
+    path = cache.cache_path(project.root)
+
+    async def run() -> tuple[int, list[str]]:
+        async with upstreams() as connections:
+            return await cache.refresh(path, config, connections)
+
+    count, problems = anyio.run(run)
+    written = json.loads(path.read_text(encoding="utf-8"))
+    groups = ", ".join(f"{name} {len(c['tools'])}" for name, c in written["categories"].items())
+    print(
+        f"Wrote {path}: {count} tools from {len(written['mcp_servers'])} servers "
+        f"(categories: {groups or 'none'}; uncategorized {len(written['uncategorized'])})."
+    )
+    for problem in problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    return 1 if problems else 0

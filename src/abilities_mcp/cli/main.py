@@ -530,6 +530,13 @@ def gateway(project: Project, args: argparse.Namespace) -> int:
     return gateway_command(project, args)
 
 
+def tools(project: Project, args: argparse.Namespace) -> int:
+    """`tools refresh`: list every upstream's tools into the tool cache."""
+    from .gateway import refresh_tools
+
+    return refresh_tools(project)
+
+
 # The commands that read or write the state file.
 STATE_COMMANDS = {"serve", "run", "status", "history", "approve", "decide", "events", "logs"}
 COMMANDS = {
@@ -547,6 +554,7 @@ COMMANDS = {
     "logs": logs,
     "workflows": workflows,
     "gateway": gateway,
+    "tools": tools,
     "hook": hook,
     "init": init,
 }

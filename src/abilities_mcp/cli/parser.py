@@ -164,6 +164,9 @@ def _gateway_parsers(sub, common: argparse.ArgumentParser) -> None:
     s.add_argument("--timeout", metavar="DURATION", help="how long one call may take (default 60s)")
     s = actions.add_parser("remove", parents=[common], help="delete a server")
     s.add_argument("name")
+    p = sub.add_parser("tools", parents=[common], help="the gateway's tool cache (.opencode/agent-skill-tools.json)")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{refresh}")
+    actions.add_parser("refresh", parents=[common], help="list every upstream's tools and write the cache")
 
 
 def _duration(text: str) -> float:

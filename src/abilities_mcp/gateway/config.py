@@ -77,6 +77,19 @@ class HttpUpstream(_Common):
 ServerName = Annotated[str, Field(pattern=_NAME), AfterValidator(_upstream_name)]
 
 
+class CategoryRule(BaseModel):
+    """A category of the tool cache (`abilities-mcp tools refresh`): the tools whose name or server fits a pattern."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: StrictStr = Field("", description="What the category's tools do")
+    keywords: list[StrictStr] = Field(default_factory=list, description="Words of tasks for these tools")
+    servers: list[StrictStr] = Field(
+        default_factory=list, description="Server names (globs: *sql*) whose every tool is in the category"
+    )
+    tools: list[StrictStr] = Field(default_factory=list, description="Tool names (globs: browser_*) in the category")
+
+
 class GatewayFile(BaseModel):
     """gateway.json: the MCP servers behind the gateway, keyed by name (the `mcpServers` shape of .mcp.json)."""
 
@@ -85,6 +98,11 @@ class GatewayFile(BaseModel):
     schema_: StrictStr | None = Field(None, alias="$schema", description="This schema, for editors")
     mcpServers: dict[ServerName, StdioUpstream | HttpUpstream] = Field(  # noqa: N815  # the .mcp.json key
         default_factory=dict, description="The upstream servers by name"
+    )
+    categories: dict[StrictStr, CategoryRule] = Field(
+        default_factory=dict,
+        description="Tool-cache categories, checked before the built-in ones (browser, github, database, graphql, "
+        "docs, reasoning); one with a built-in's name replaces it",
     )
 
 
@@ -106,6 +124,7 @@ class GatewayConfig(NamedTuple):
 
     upstreams: dict[str, Upstream]
     problems: list[Diagnostic]
+    categories: dict[str, CategoryRule] = {}  # the file's own category rules (valid ones only)
 
 
 def json_schema() -> dict[str, Any]:
@@ -122,6 +141,7 @@ def read_gateway(path: Path, root: Path, environ: dict[str, str] | None = None) 
         return GatewayConfig({}, problems)
     problems += _file_problems(path, data)
     misnamed = {p.path.removeprefix("mcpServers.") for p in problems}
+    categories = _categories(data) if not any(p.path.startswith("categories") for p in problems) else {}
     env = dict(os.environ if environ is None else environ)
     upstreams = {}
     for name, raw in _servers(data).items():
@@ -134,7 +154,12 @@ def read_gateway(path: Path, root: Path, environ: dict[str, str] | None = None) 
         problems += wrong
         if entry is not None and not wrong:
             upstreams[name] = _upstream(name, entry, root, env)
-    return GatewayConfig(upstreams, problems)
+    return GatewayConfig(upstreams, problems, categories)
+
+
+def _categories(data: Any) -> dict[str, CategoryRule]:
+    raw = data.get("categories") if isinstance(data, dict) else None
+    return {name: CategoryRule.model_validate(rule) for name, rule in raw.items()} if isinstance(raw, dict) else {}
 
 
 def file_report(project: Project) -> list[FileDiagnostics]:

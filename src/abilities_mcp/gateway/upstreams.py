@@ -13,7 +13,7 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import IO, Any
 
@@ -249,6 +249,10 @@ class Upstreams:
                 self._tasks.start_soon(found.retire)
             found = self._connections[upstream.name] = Connection(upstream, self._tasks)
         return found
+
+    def background(self, work: Callable[[], Awaitable[None]], name: str) -> None:
+        """Run work in the server's task group (it must not raise: a failure would end the server)."""
+        self._tasks.start_soon(work, name=name)
 
     def all(self) -> list[Connection]:
         return list(self._connections.values())

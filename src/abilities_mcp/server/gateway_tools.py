@@ -7,6 +7,7 @@ answers become results and its refusals tool errors.
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -16,7 +17,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ..errors import AbilitiesError
-from ..gateway import batch
+from ..gateway import batch, cache
 from ..gateway.config import Gateway
 from ..gateway.directory import search
 from ..gateway.proxy import Gate, Outcome, Proxy
@@ -115,6 +116,7 @@ class ChainOutput(BaseModel):
     failed_step: int | None = Field(description="The step (from 1) the chain stopped at, null when all ran")
 
 
+log = logging.getLogger(__name__)
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 # An upstream tool may do anything: the gateway cannot promise it is read-only or harmless.
 PROXIES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
@@ -129,6 +131,30 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
         sessions = SessionState(session.store, ttl_seconds)
         return Proxy(gateway, workflows, session.upstreams, sessions), session.session_id(ctx)
 
+    refreshing: set[str] = set()  # cache files a background refresh is writing now
+
+    async def refresh_in_background(connections: Any) -> None:
+        path = cache.cache_path(gateway.root)
+        try:
+            await cache.refresh(path, gateway.current(), connections)
+        except Exception:  # a background refresh must never take the server down; the next search tries again
+            log.warning("refreshing the tool cache %s failed", path, exc_info=True)
+        finally:
+            refreshing.discard(str(path))
+
+    async def tools_for_search(ctx: Context) -> tuple[Any, dict[str, str], bool]:
+        """The tools to route over: the cache when it fits gateway.json (a stale one is refreshed in the
+        background), else live discovery."""
+        found = cache.read(cache.cache_path(gateway.root), gateway.current())
+        if found is None:
+            return await proxy(ctx)[0].listing(), {}, False
+        path = str(cache.cache_path(gateway.root))
+        if found.stale and path not in refreshing:
+            refreshing.add(path)
+            connections = ctx.request_context.lifespan_context.upstreams
+            connections.background(lambda: refresh_in_background(connections), name="tool cache refresh")
+        return found.listing, found.categories, found.stale
+
     @server.tool(name="tool_search", annotations=READ_ONLY)
     async def tool_search(
         task: Annotated[str, Field(description="What you want to do, in the user's words")],
@@ -137,13 +163,14 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
     ) -> ToolSearch:
         """Find the tool for a task among the MCP servers behind this gateway (gateway.json). Call the one you pick
         with tool_call(tool, arguments), its arguments fitting input_schema."""
-        listing = await proxy(ctx)[0].listing()
+        listing, cached_categories, stale = await tools_for_search(ctx)
         categories = workflows.current().categories
         tools = [
             FoundTool(
                 tool=f.entry.qualified,
                 server=f.entry.server,
-                category=min(categories_of(f.entry.qualified, categories), default=None),
+                category=cached_categories.get(f.entry.qualified)
+                or min(categories_of(f.entry.qualified, categories), default=None),
                 description=f.entry.description,
                 input_schema=f.entry.input_schema,
                 score=f.score,
@@ -151,8 +178,8 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
             )
             for f in search(listing, task, limit)
         ]
-        cache = ToolCache(refreshed_at=iso(listing.refreshed_at), stale=False)
-        return ToolSearch(tools=tools, cache=cache, warnings=listing.problems)
+        state = ToolCache(refreshed_at=iso(listing.refreshed_at), stale=stale)
+        return ToolSearch(tools=tools, cache=state, warnings=listing.problems)
 
     @server.tool(name="tool_call", annotations=PROXIES)
     async def tool_call(
