@@ -11,6 +11,8 @@ file holding other sessions' history:
     b  PreToolUse mcp__pg__execute_query in a session with nothing recorded: denied by workflows.json
     c  PreToolUse Bash in a session whose strict run is running a script step: denied by the step gate
     d  PostToolUse mcp__pg__list_databases, each round in a fresh session: recorded as a prerequisite
+    e  Codex PreToolUse Bash, f  Gemini CLI BeforeTool run_shell_command, g  Cursor beforeShellExecution: case c in
+       each client's payload and answer
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Case(NamedTuple):
     event: str
     payload: Callable[[str], dict[str, Any]]  # round tag -> the client's JSON
     check: Callable[[subprocess.CompletedProcess[bytes], str], str | None]  # (answer, round tag) -> problem or None
+    client: str = "claude"
 
 
 def hook_argv() -> list[str]:
@@ -158,11 +161,14 @@ def denied_with(*words: str) -> Callable[[subprocess.CompletedProcess[bytes], st
         if problem := clean_exit(proc):
             return problem
         try:
-            decision = json.loads(proc.stdout)["hookSpecificOutput"]
+            out = json.loads(proc.stdout)
+            # Claude Code and Codex: hookSpecificOutput; Gemini CLI: decision/reason; Cursor: permission/agent_message
+            decision = out["hookSpecificOutput"] if "hookSpecificOutput" in out else out
         except (ValueError, KeyError, TypeError):
             return f"expected a deny, got {answer_text(proc)}"
-        reason = decision.get("permissionDecisionReason", "")
-        if decision.get("permissionDecision") != "deny" or not all(w in reason for w in words):
+        verdict = decision.get("permissionDecision") or decision.get("decision") or decision.get("permission")
+        reason = decision.get("permissionDecisionReason") or decision.get("reason") or decision.get("agent_message")
+        if verdict != "deny" or not all(w in (reason or "") for w in words):
             return f"expected a deny naming {', '.join(words)}, got {answer_text(proc)}"
         return None
 
@@ -212,7 +218,52 @@ def cases(root: Path, run_id: str, state_db: Path) -> list[Case]:
             ),
             recorded_in(state_db),
         ),
+        Case(
+            "e  Codex PreToolUse Bash (strict run's deny)",
+            "PreToolUse",
+            lambda tag: {
+                **claude_payload(root, "PreToolUse", LIVE_SESSION, "Bash", tool_input={"command": "ls"}),
+                "turn_id": f"turn-{tag}",
+                "model": "gpt-5.3-codex",
+                "tool_use_id": f"call_{tag}",
+            },
+            denied_with(run_id, "Bash is not allowed now"),
+            "codex",
+        ),
+        Case(
+            "f  Gemini BeforeTool (strict run's deny)",
+            "BeforeTool",
+            lambda tag: {
+                "session_id": LIVE_SESSION,
+                "transcript_path": str(root / "chat.json"),
+                "cwd": str(root),
+                "hook_event_name": "BeforeTool",
+                "timestamp": "2026-11-24T08:00:00.000Z",
+                "tool_name": "run_shell_command",
+                "tool_input": {"command": "ls"},
+            },
+            denied_with(run_id, "run_shell_command is not allowed now"),
+            "gemini",
+        ),
+        Case(
+            "g  Cursor beforeShellExecution (strict deny)",
+            "beforeShellExecution",
+            lambda tag: {
+                "conversation_id": LIVE_SESSION,
+                "generation_id": f"gen-{tag}",
+                "hook_event_name": "beforeShellExecution",
+                "workspace_roots": [str(root)],
+                "command": "ls",
+                "cwd": str(root),
+            },
+            denied_with(run_id, "Shell is not allowed now"),
+            "cursor",
+        ),
     ]
+
+
+# Each client's event before a tool runs: the decisions the goal is about.
+PRE_TOOL_EVENTS = {"PreToolUse", "BeforeTool", "beforeShellExecution"}
 
 
 def heavy_imports(argv: list[str], payload: dict[str, Any], env: dict[str, str], cwd: Path) -> list[str]:
@@ -241,7 +292,7 @@ def main() -> int:
         state_db = default_state_dir(root.resolve(), Path(env["XDG_STATE_HOME"])) / "state.db"  # where the hook looks
         run_id = start_live_run(state_db)
         timed = cases(root, run_id, state_db)
-        log(f"hook latency: {' '.join(argv)} hook claude EVENT on {root}; {rounds} interleaved rounds")
+        log(f"hook latency: {' '.join(argv)} hook CLIENT EVENT on {root}; {rounds} interleaved rounds")
 
         heavy = heavy_imports(argv, timed[1].payload("check"), env, root)
         found = f"imports {', '.join(heavy)}" if heavy else "imports no mcp and no pydantic"
@@ -251,7 +302,7 @@ def main() -> int:
             "floor": lambda tag: call(FLOOR, timed[1].payload(tag), env, root)
         }
         for case in timed:
-            command = [*argv, "hook", "claude", case.event]
+            command = [*argv, "hook", case.client, case.event]
             contenders[case.label] = lambda tag, case=case, command=command: _checked(case, command, tag, env, root)
         for name, run in contenders.items():  # warm-up, and the check that every answer is the expected one
             run(f"warmup-{name[0]}")
@@ -267,10 +318,10 @@ def main() -> int:
     for case in timed:
         mine = samples[case.label]
         log(f"  {case.label:44} {spread(mine)}  {statistics.median(mine) / floor:.2f}x the floor")
-    decisions = [s for case in timed if case.event == "PreToolUse" for s in samples[case.label]]
+    decisions = [s for case in timed if case.event in PRE_TOOL_EVENTS for s in samples[case.label]]
     mine = statistics.median(decisions)
     print(
-        f'hook PreToolUse (median of the cases a-c) / python -c "import sqlite3, json": {mine / floor:.2f}× '
+        f'hook pre-tool (median of the cases a-c, e-g) / python -c "import sqlite3, json": {mine / floor:.2f}× '
         f"(goal ≤ {GOAL_RATIO:g}); median {ms(mine)} ms vs floor {ms(floor)} ms over {len(decisions)} calls",
         flush=True,
     )

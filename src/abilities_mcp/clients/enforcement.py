@@ -74,11 +74,39 @@ READ_ONLY = {
     "taskget",
     "enterplanmode",
     "exitplanmode",
+    "read_file",  # Gemini CLI's (packages/core/src/tools/definitions/base-declarations.ts)
+    "read_many_files",
+    "list_directory",
+    "grep_search",
+    "google_web_search",
+    "web_fetch",
+    "write_todos",
+    "ask_user",
+    "get_internal_docs",
+    "enter_plan_mode",
+    "exit_plan_mode",
+    "update_topic",
 }
 # Client tools that change files or run commands: what `normal` blocks.
-DESTRUCTIVE = {"bash", "write", "edit", "multiedit", "notebookedit", "patch", "apply_patch", "killshell"}
-DELEGATE = {"task", "agent"}  # hands work to a subagent (Claude Code calls it Agent since 2.1.63, Task before)
-SKILL = {"skill"}
+DESTRUCTIVE = {
+    "bash",
+    "write",
+    "edit",
+    "multiedit",
+    "notebookedit",
+    "patch",
+    "apply_patch",  # Codex
+    "killshell",
+    "run_shell_command",  # Gemini CLI
+    "write_file",
+    "replace",
+    "shell",  # Cursor
+    "strreplace",
+    "delete",
+}
+# Hands work to a subagent (Claude Code calls it Agent since 2.1.63, Task before; Gemini CLI invoke_agent).
+DELEGATE = {"task", "agent", "invoke_agent"}
+SKILL = {"skill", "activate_skill"}
 # Another server's tool is read-only when its name starts with one of these verbs (its annotations are not
 # visible to a hook); any other tool of another server counts as one that changes things.
 READ_VERBS = {"get", "list", "read", "search", "find", "describe", "inspect", "show", "view", "lookup", "count"}

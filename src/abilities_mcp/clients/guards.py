@@ -43,7 +43,10 @@ PATH_KEYS = ("file_path", "filePath", "notebook_path", "path")
 # Argument keys that hold a shell command.
 COMMAND_KEYS = ("command", "cmd")
 SHELL_TOOLS = {"bash", "shell", "run_shell_command", "exec", "killshell"}
-WRITE_TOOLS = {"write", "edit", "multiedit", "notebookedit", "patch", "apply_patch"}
+WRITE_TOOLS = {"write", "edit", "multiedit", "notebookedit", "patch", "write_file", "replace", "strreplace", "delete"}
+# Codex's apply_patch names its files inside the patch text (tool_input.command): these header lines.
+PATCH_TOOLS = {"apply_patch"}
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.M)
 
 
 def refusal(tool: str, arguments: dict[str, Any], root: Path, state_dir: Path) -> str | None:
@@ -55,6 +58,10 @@ def refusal(tool: str, arguments: dict[str, Any], root: Path, state_dir: Path) -
     if name in WRITE_TOOLS:
         target = _first(arguments, PATH_KEYS)
         return _write_refusal(tool, target, root, state_dir) if target else None
+    if name in PATCH_TOOLS:
+        patch = _first(arguments, ("command", "patch", "input"))
+        targets = _PATCH_FILE.findall(patch) or ([_first(arguments, PATH_KEYS)] if _first(arguments, PATH_KEYS) else [])
+        return next((r for t in targets if (r := _write_refusal(tool, t, root, state_dir))), None)
     return None
 
 

@@ -12,6 +12,9 @@ prerequisites) and workflows.json, and answers on stdout in the client's format.
     start:  the live run (after compaction or resume) and a short catalog
     stop:   block while a strict run waits for the agent or a script; never twice in a row
 
+Clients (Claude Code, Codex, Gemini CLI, Cursor, OpenCode) differ only in EVENTS/KINDS (their event names),
+PARSERS (their payload as one Call) and RENDERERS (an Answer in their format); every gate above is shared.
+
 Failure policy: a strict gate that cannot read its state refuses (exit 2, the reason on stderr: Claude Code gives
 it to the model, the OpenCode plugin throws it); any other failure lets the call through (exit 1, the reason on
 stderr). Stdlib only, no mcp and no pydantic: a Python starts for every tool call.
@@ -39,6 +42,22 @@ from .position import Position, find
 EVENTS = {
     "claude": ("PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"),
     "opencode": ("tool-before", "tool-after"),
+    # Codex: codex-rs/hooks/src/events/*.rs; Claude Code's payloads and answers, `ask` refused.
+    "codex": ("PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"),
+    # Gemini CLI: packages/core/src/hooks/types.ts; AfterAgent is its Stop (deny: another turn).
+    "gemini": ("BeforeTool", "AfterTool", "BeforeAgent", "SessionStart", "AfterAgent"),
+    # Cursor: its hooks documentation (no source published); shell and MCP calls have events of their own.
+    "cursor": (
+        "beforeShellExecution",
+        "beforeMCPExecution",
+        "preToolUse",
+        "afterShellExecution",
+        "afterMCPExecution",
+        "postToolUse",
+        "beforeSubmitPrompt",
+        "sessionStart",
+        "stop",
+    ),
 }
 # Each client's event names in our terms.
 KINDS = {
@@ -49,11 +68,26 @@ KINDS = {
     "Stop": "stop",
     "tool-before": "before",
     "tool-after": "after",
+    "BeforeTool": "before",
+    "AfterTool": "after",
+    "BeforeAgent": "prompt",
+    "AfterAgent": "stop",
+    "beforeShellExecution": "before",
+    "beforeMCPExecution": "before",
+    "preToolUse": "before",
+    "afterShellExecution": "after",
+    "afterMCPExecution": "after",
+    "postToolUse": "after",
+    "beforeSubmitPrompt": "prompt",
+    "sessionStart": "start",
+    "stop": "stop",
 }
 # Claude Code cuts hook output strings here.
 MAX_OUTPUT_CHARS = 10_000
 # Permission modes in which Claude Code asks the person; elsewhere a `warn` workflow only tells the model.
 ASKING_MODES = {"default", "acceptEdits", "plan"}
+# Clients whose before-tool answer can hand the call to the person (Codex refuses `ask`: output_parser.rs).
+ASKING_CLIENTS = {"claude", "gemini", "cursor"}
 # Exit codes: 2 makes the client refuse the call; 1 is an error the client reports and goes on from.
 DENY_EXIT, FAIL_OPEN_EXIT = 2, 1
 # Clients whose calls reach this server without a session id: their hook announces each call to the server.
@@ -61,22 +95,43 @@ ANNOUNCING_CLIENTS = {"opencode"}
 
 
 # The payload fields each client sends that we read, and their JSON types (null counts as absent).
-FIELD_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "claude": {
-        "session_id": str,
-        "tool_name": str,
-        "tool_input": dict,
-        "prompt": str,
-        "permission_mode": str,
-        "source": str,
-        "cwd": str,
-        "stop_hook_active": bool,
-        "agent_id": str,
-        "agent_type": str,
-    },
-    "opencode": {"sessionID": str, "tool": str, "args": dict, "subagent": str, "cwd": str},
+_CLAUDE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "session_id": str,
+    "tool_name": str,
+    "tool_input": dict,
+    "prompt": str,
+    "permission_mode": str,
+    "source": str,
+    "cwd": str,
+    "stop_hook_active": bool,
+    "agent_id": str,
+    "agent_type": str,
 }
-JSON_TYPES = {str: "a string", dict: "an object", bool: "true or false", list: "an array", int: "a number"}
+FIELD_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "claude": _CLAUDE_FIELDS,
+    "codex": _CLAUDE_FIELDS,
+    "gemini": {**_CLAUDE_FIELDS, "mcp_context": dict},
+    "opencode": {"sessionID": str, "tool": str, "args": dict, "subagent": str, "cwd": str},
+    # beforeMCPExecution's tool_input is JSON text in some Cursor versions, an object in others.
+    "cursor": {
+        "conversation_id": str,
+        "tool_name": str,
+        "tool_input": (dict, str),
+        "command": str,
+        "prompt": str,
+        "cwd": str,
+        "workspace_roots": list,
+        "loop_count": int,
+    },
+}
+JSON_TYPES: dict[Any, str] = {
+    str: "a string",
+    dict: "an object",
+    bool: "true or false",
+    list: "an array",
+    int: "a number",
+    (dict, str): "an object or a string",
+}
 
 
 class StateUnreadable(Exception):
@@ -132,7 +187,7 @@ def main(
         print(f"abilities-mcp hook: unknown client or event {client!r} {event!r}; use {known}", file=stderr)
         return FAIL_OPEN_EXIT
     try:
-        call = parse(client, KINDS[name], json.loads(stdin.read() or "{}"))
+        call = parse(client, KINDS[name], json.loads(stdin.read() or "{}"), name)
         hook = Hook(call, project or _project(call), session_ttl)
         answer = HANDLERS[call.kind](hook)
     except StateUnreadable as exc:
@@ -150,35 +205,22 @@ def main(
 
 
 def event_name(client: str, event: str) -> str | None:
-    """The event's canonical name; Claude Code's may also be written kebab-case (pre-tool-use)."""
+    """The event's canonical name; it may also be written kebab-case or in any case (pre-tool-use)."""
     wanted = event.replace("-", "").replace("_", "").lower()
     for known in EVENTS.get(client, ()):
-        if known == event or (client == "claude" and known.lower() == wanted):
+        if known == event or known.replace("-", "").lower() == wanted:
             return known
     return None
 
 
-def parse(client: str, kind: str, data: Any) -> Call:
+def parse(client: str, kind: str, data: Any, event: str = "") -> Call:
     """The client's JSON in our terms."""
     _check_types(client, data)
-    if client == "opencode":
-        # The plugin sends the session a subagent's child session belongs to, and the subagent's name.
-        subagent = data.get("subagent")
-        return Call(
-            client,
-            kind,
-            str(data.get("sessionID") or ""),
-            str(data.get("tool") or ""),
-            _text(data.get("output")),
-            "",
-            str(subagent) if subagent is not None else None,
-            False,
-            "",
-            "",
-            str(data.get("cwd") or ""),
-            _skill(data, "tool", "args", "name"),  # OpenCode's skill tool: {name}
-            _arguments(data.get("args")),
-        )
+    return PARSERS[client](client, kind, data, event)
+
+
+def _parse_claude(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
+    """Claude Code, and Codex, which sends the same fields (codex-rs/hooks/src/schema.rs)."""
     return Call(
         client,
         kind,
@@ -194,6 +236,94 @@ def parse(client: str, kind: str, data: Any) -> Call:
         _skill(data, "tool_name", "tool_input", "skill"),  # Claude Code's Skill tool: {skill, args}
         _arguments(data.get("tool_input")),
     )
+
+
+def _parse_opencode(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
+    # The plugin sends the session a subagent's child session belongs to, and the subagent's name.
+    subagent = data.get("subagent")
+    return Call(
+        client,
+        kind,
+        str(data.get("sessionID") or ""),
+        str(data.get("tool") or ""),
+        _text(data.get("output")),
+        "",
+        str(subagent) if subagent is not None else None,
+        False,
+        "",
+        "",
+        str(data.get("cwd") or ""),
+        _skill(data, "tool", "args", "name"),  # OpenCode's skill tool: {name}
+        _arguments(data.get("args")),
+    )
+
+
+def _parse_gemini(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
+    """Gemini CLI: Claude Code's field names; an MCP tool is named by its mcp_context as Claude Code would name it
+    (mcp__SERVER__TOOL), since Gemini's own mcp_SERVER_TOOL cannot be split when a name holds "_"."""
+    tool = str(data.get("tool_name") or "")
+    context = data.get("mcp_context")
+    if isinstance(context, dict) and context.get("server_name") and context.get("tool_name"):
+        tool = f"mcp__{context['server_name']}__{context['tool_name']}"
+    response = data.get("tool_response")
+    if isinstance(response, dict) and "llmContent" in response:  # {llmContent, returnDisplay, error}
+        response = response["llmContent"]
+    return Call(
+        client,
+        kind,
+        str(data.get("session_id") or ""),
+        tool,
+        _text(response, mcp=tool.startswith("mcp__")),
+        str(data.get("prompt") or ""),
+        None,
+        bool(data.get("stop_hook_active")),
+        "default",
+        str(data.get("source") or ""),
+        str(data.get("cwd") or ""),
+        _skill({**data, "tool_name": tool}, "tool_name", "tool_input", "name"),  # activate_skill: {name}
+        _arguments(data.get("tool_input")),
+    )
+
+
+def _parse_cursor(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
+    """Cursor: the conversation is the session; a shell command is the Shell tool, an MCP tool is named
+    mcp__TOOL (Cursor sends the bare name and the server's command or url, not its name)."""
+    roots = [r for r in data.get("workspace_roots") or [] if isinstance(r, str) and r]
+    cwd = roots[0] if roots else str(data.get("cwd") or "")
+    tool, arguments, result = str(data.get("tool_name") or ""), data.get("tool_input"), data.get("tool_output")
+    if event in ("beforeShellExecution", "afterShellExecution"):
+        tool, arguments, result = "Shell", {"command": data.get("command"), "cwd": data.get("cwd")}, data.get("output")
+    elif event in ("beforeMCPExecution", "afterMCPExecution"):
+        tool, result = (tool if tool.startswith("mcp__") else f"mcp__{tool}"), data.get("result_json")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            arguments = {}
+    return Call(
+        client,
+        kind,
+        str(data.get("conversation_id") or ""),
+        tool,
+        _text(result, mcp=tool.startswith("mcp__")),
+        str(data.get("prompt") or ""),
+        None,
+        bool(data.get("loop_count")),  # stop: a follow-up already ran this loop
+        "default",
+        "",
+        cwd,
+        None,
+        _arguments(arguments),
+    )
+
+
+PARSERS = {
+    "claude": _parse_claude,
+    "codex": _parse_claude,
+    "gemini": _parse_gemini,
+    "cursor": _parse_cursor,
+    "opencode": _parse_opencode,
+}
 
 
 def _check_types(client: str, data: Any) -> None:
@@ -382,7 +512,7 @@ def _workflow_answer(hook: Hook, tool: str) -> Answer:
     if result.verdict == "deny":
         return Answer(deny=text)
     if result.verdict == "warn":
-        asks = hook.call.client == "claude" and hook.call.permission_mode in ASKING_MODES
+        asks = hook.call.client in ASKING_CLIENTS and hook.call.permission_mode in ASKING_MODES
         return Answer(ask=text, context=text) if asks else Answer(context=text)
     return Answer(context=text) if result.verdict == "suggest" else Answer()
 
@@ -459,9 +589,59 @@ def _joined(*parts: str) -> str:
 
 def render(client: str, event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
     """The answer in the client's format; returns the exit code."""
-    if client == "opencode":
-        return _render_opencode(answer, stdout, stderr)
-    out = _claude_output(event, answer)
+    return RENDERERS[client](event, answer, stdout, stderr)
+
+
+def _render_claude(event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
+    return _write(stdout, _claude_output(event, answer))
+
+
+def _render_codex(event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
+    """Claude Code's shape; Codex refuses `ask` (output_parser.rs: "unsupported permissionDecision:ask"), so a
+    warn workflow's question reaches the model as context."""
+    if answer.ask:
+        answer = answer._replace(ask="", context=answer.context or answer.ask)
+    return _write(stdout, _claude_output(event, answer))
+
+
+def _render_gemini(event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
+    """Gemini CLI: `decision` deny|ask with a `reason` (BeforeTool), deny to keep the agent going (AfterAgent),
+    hookSpecificOutput.additionalContext where the event reads it (AfterTool, BeforeAgent, SessionStart);
+    BeforeTool has no context for the model, so its advice goes to the person."""
+    out: dict[str, Any] = {}
+    if answer.deny:
+        out |= {"decision": "deny", "reason": _cut(answer.deny)}
+    elif answer.ask:
+        out |= {"decision": "ask", "reason": _cut(answer.ask), "systemMessage": _cut(answer.ask)}
+    elif answer.block_stop:
+        out |= {"decision": "deny", "reason": _cut(answer.block_stop)}
+    if answer.context and not (answer.deny or answer.ask):
+        if event == "BeforeTool":
+            out["systemMessage"] = _cut(answer.context)
+        elif event != "AfterAgent":
+            out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": _cut(answer.context)}
+    if answer.message and "systemMessage" not in out:
+        out["systemMessage"] = _cut(answer.message)
+    return _write(stdout, out)
+
+
+def _render_cursor(event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
+    """Cursor: `permission` deny|ask with a message for the person and one for the agent (before events; nothing
+    on allow, so Cursor's own approval still decides), `followup_message` to keep the agent going (stop),
+    `additional_context` (postToolUse, sessionStart); beforeSubmitPrompt and the after-execution events take
+    nothing back."""
+    out: dict[str, Any] = {}
+    if answer.deny or answer.ask:
+        text = _cut(answer.deny or answer.ask)
+        out = {"permission": "deny" if answer.deny else "ask", "user_message": text, "agent_message": text}
+    elif answer.block_stop:
+        out = {"followup_message": _cut(answer.block_stop)}
+    elif answer.context and event in ("postToolUse", "sessionStart"):
+        out = {"additional_context": _cut(answer.context)}
+    return _write(stdout, out)
+
+
+def _write(stdout: IO[str], out: dict[str, Any]) -> int:
     if out:
         stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
     return 0
@@ -485,7 +665,7 @@ def _claude_output(event: str, answer: Answer) -> dict[str, Any]:
     return out
 
 
-def _render_opencode(answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
+def _render_opencode(event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
     if answer.deny:
         print(answer.deny, file=stderr)
         return DENY_EXIT
@@ -493,6 +673,15 @@ def _render_opencode(answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
     if text:
         stdout.write(json.dumps({"context": _cut(text)}, ensure_ascii=False) + "\n")
     return 0
+
+
+RENDERERS = {
+    "claude": _render_claude,
+    "codex": _render_codex,
+    "gemini": _render_gemini,
+    "cursor": _render_cursor,
+    "opencode": _render_opencode,
+}
 
 
 def _cut(text: str) -> str:
