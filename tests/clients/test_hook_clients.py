@@ -246,7 +246,11 @@ def test_codex_a_warn_workflow_tells_the_model_since_codex_refuses_ask(root) -> 
         ("Bash", {"command": "abilities-mcp approve run_1"}, "a person's answer"),
         ("Bash", {"command": "cat evil.json > .codex/hooks.json"}, ".codex/hooks.json"),
         ("apply_patch", {"command": "*** Begin Patch\n*** Add File: .codex/hooks.json\n+{}\n*** End Patch\n"}, ""),
-        ("apply_patch", {"command": "*** Begin Patch\n*** Update File: .codex/config.toml\n@@\n-a\n+b\n*** End Patch"}, ""),
+        (
+            "apply_patch",
+            {"command": "*** Begin Patch\n*** Update File: .codex/config.toml\n@@\n-a\n+b\n*** End Patch"},
+            "",
+        ),
         ("Bash", {"command": "sqlite3 .abilities/state.db .dump"}, ".abilities"),
     ],
     ids=["approve", "hooks-json-by-shell", "hooks-json-by-patch", "config-toml-by-patch", "state-dir"],

@@ -142,18 +142,144 @@ def test_claude_hooks_follow_the_documented_format_and_quote_a_path_with_spaces(
     }
 
 
+# The files each of these clients gets: its server entry's, and its hooks' (VS Code's hooks are not wired).
+CLIENT_FILES = {
+    "cursor": [".cursor/hooks.json", ".cursor/mcp.json"],
+    "vscode": [".vscode/mcp.json"],
+    "gemini": [".gemini/settings.json"],
+}
+
+
 @pytest.mark.parametrize(("client", "relpath", "keys", "entry"), JSON_CLIENTS[2:], ids=JSON_IDS[2:])
 def test_cursor_vscode_and_gemini_get_their_documented_entry(root: Path, client, relpath, keys, entry) -> None:
     assert init(root, client) == 0
 
-    assert read_json(root / relpath) == {keys[0]: {"abilities": entry}}
-    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == [relpath]
+    assert read_json(root / relpath)[keys[0]] == {"abilities": entry}
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == CLIENT_FILES[client]
 
 
-def test_cursor_says_its_hooks_are_not_wired(root: Path, capsys) -> None:
-    init(root, "cursor")
+@pytest.mark.parametrize("client", ["codex", "gemini", "cursor"])
+def test_codex_gemini_and_cursor_hooks_wire_exactly_the_events_the_hook_command_answers(client) -> None:
+    from abilities_mcp.clients.hook import EVENTS, KINDS
 
-    assert "Cursor: server only; its hooks are not wired yet" in capsys.readouterr().out
+    wired = list(client_config.CLIENT_HOOKS[client])
+    assert set(wired) <= set(EVENTS[client])
+    # Every kind the hook answers before and after a tool, and at stop, is wired.
+    assert {KINDS[e] for e in wired} >= {"before", "after", "stop"}
+
+
+def hook_argv(client: str, event: str) -> list[str]:
+    return ["/opt/my tools/abilities-mcp", "hook", client, event]
+
+
+def test_codex_gets_its_hooks_in_hooks_json_beside_config_toml(root: Path, capsys) -> None:
+    assert init(root, "codex", command="'/opt/my tools/abilities-mcp'") == 0
+
+    hooks = read_json(root / ".codex" / "hooks.json")["hooks"]
+    assert list(hooks) == ["PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"]
+    for event, [group] in hooks.items():
+        assert group.get("matcher") == ("*" if event.endswith("ToolUse") else None)
+        [handler] = group["hooks"]
+        assert set(handler) == {"type", "command", "timeout"} and handler["type"] == "command"
+        assert shlex.split(handler["command"]) == hook_argv("codex", event) and handler["timeout"] == 10
+    assert "[mcp_servers.abilities]" in (root / ".codex" / "config.toml").read_text()
+    out = capsys.readouterr().out
+    assert "/hooks" in out and "trust" in out
+
+
+def test_gemini_gets_its_hooks_beside_the_server_in_settings_json(root: Path, capsys) -> None:
+    assert init(root, "gemini", command="'/opt/my tools/abilities-mcp'") == 0
+
+    hooks = read_json(root / ".gemini" / "settings.json")["hooks"]
+    assert list(hooks) == ["BeforeTool", "AfterTool", "BeforeAgent", "SessionStart", "AfterAgent"]
+    for event, [group] in hooks.items():
+        assert group.get("matcher") == ("*" if event.endswith("Tool") else None)
+        [handler] = group["hooks"]
+        assert shlex.split(handler["command"]) == hook_argv("gemini", event)
+        assert handler["type"] == "command" and handler["timeout"] == 10_000  # milliseconds
+    assert "trusted folder" in capsys.readouterr().out
+
+
+def test_cursor_gets_a_versioned_hooks_json(root: Path, capsys) -> None:
+    assert init(root, "cursor", command="'/opt/my tools/abilities-mcp'") == 0
+
+    data = read_json(root / ".cursor" / "hooks.json")
+    assert data["version"] == 1
+    assert {e: [shlex.split(h["command"]) for h in hs] for e, hs in data["hooks"].items()} == {
+        e: [hook_argv("cursor", e)] for e in client_config.CLIENT_HOOKS["cursor"]
+    }
+    assert data["hooks"]["preToolUse"][0]["matcher"] == "Write|Edit|StrReplace|Delete"
+    assert "not driven for real" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("client", "relpath", "theirs"),
+    [
+        (
+            "codex",
+            ".codex/hooks.json",
+            {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "lint.sh"}]}]}},
+        ),
+        (
+            "gemini",
+            ".gemini/settings.json",
+            {
+                "ui": {"theme": "dark"},
+                "hooks": {
+                    "BeforeTool": [{"matcher": "write_file", "hooks": [{"type": "command", "command": "fmt.sh"}]}]
+                },
+            },
+        ),
+        (
+            "cursor",
+            ".cursor/hooks.json",
+            {"version": 1, "hooks": {"beforeShellExecution": [{"command": "./audit.sh"}]}},
+        ),
+    ],
+    ids=["codex", "gemini", "cursor"],
+)
+def test_codex_gemini_and_cursor_hooks_keep_the_persons_handlers_and_a_rerun_changes_no_byte(
+    root: Path, client, relpath, theirs
+) -> None:
+    path = write_json(root / relpath, theirs)
+    assert init(root, client) == 0
+    first = path.read_bytes()
+    assert init(root, client) == 0
+
+    assert path.read_bytes() == first
+    text = first.decode()
+    for command in ("lint.sh", "fmt.sh", "./audit.sh"):
+        assert (command in json.dumps(theirs)) == (command in text)
+    assert f"hook {client} " in text
+
+
+@pytest.mark.parametrize(
+    ("client", "relpath"),
+    [("codex", ".codex/hooks.json"), ("gemini", ".gemini/settings.json"), ("cursor", ".cursor/hooks.json")],
+)
+def test_codex_gemini_and_cursor_hooks_files_with_comments_are_refused_untouched(
+    root: Path, client, relpath, capsys
+) -> None:
+    path = root / relpath
+    path.parent.mkdir(parents=True)
+    path.write_text('{\n  // mine\n  "hooks": {}\n}\n')
+
+    assert init(root, client) == 1
+
+    assert path.read_text() == '{\n  // mine\n  "hooks": {}\n}\n'
+    assert "comments" in capsys.readouterr().err
+    assert not (root / ".codex" / "config.toml").exists() and not (root / ".cursor" / "mcp.json").exists()
+
+
+def test_codex_gemini_and_cursor_dry_run_shows_the_hooks_and_writes_nothing(root: Path, capsys) -> None:
+    for client in ("codex", "gemini", "cursor"):
+        assert init(root, client, dry_run=True) == 0
+
+    out = capsys.readouterr().out
+    assert not any(root.rglob("*.json")) and not any(root.rglob("*.toml"))
+    for line in ("+++ " + str(root / ".codex" / "hooks.json"), "hook codex PreToolUse", "hook gemini BeforeTool"):
+        assert line in out
+    assert "hook cursor beforeShellExecution" in out
 
 
 def test_opencode_gets_the_v1_entry_with_schema_and_the_plugin(root: Path) -> None:
@@ -310,6 +436,8 @@ def test_merge_keeps_other_keys_other_servers_the_order_and_the_indentation(
     assert init(root, client) == 0
 
     expected = {"z-first": 1, keys[0]: {"mine": mine, "abilities": entry}, "a-last": {"nested": [1, 2]}}
+    if client == "gemini":  # its hooks share the file, after everything else
+        expected["hooks"] = read_json(path)["hooks"]
     assert path.read_text(encoding="utf-8") == json.dumps(expected, indent=indent) + "\n"
 
 
@@ -370,7 +498,10 @@ def test_an_entry_of_the_same_name_that_differs_is_kept_unless_force(
     before = path.read_bytes()
 
     assert init(root, client) == 0
-    assert path.read_bytes() == before
+    if client == "gemini":  # the hooks that share its file are added; the entry is not touched
+        assert {k: v for k, v in read_json(path).items() if k != "hooks"} == json.loads(before)
+    else:
+        assert path.read_bytes() == before
     assert f"kept your existing abilities entry in {path} (differs from ours; --force replaces it)" in (
         capsys.readouterr().out
     )

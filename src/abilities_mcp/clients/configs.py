@@ -49,11 +49,35 @@ OPENCODE_SCHEMA = "https://opencode.ai/config.json"
 # Cursor and VS Code may start servers outside the project: they pass the folder they have open.
 WORKSPACE_ROOT = ["--root", "${workspaceFolder}"]
 SERVER_ONLY = "{}: server only; its hooks are not wired yet (the server's own tools are gated, the client's are not)"
+# Codex, Gemini CLI and Cursor: their hook events with their matcher (None: the event takes none, or all match).
+# Codex: codex-rs/config/src/hook_config.rs (HookEventsToml); Gemini CLI: packages/core/src/hooks/types.ts;
+# Cursor: its hooks documentation (preToolUse gates its file tools; shell and MCP calls have their own events).
+CLIENT_HOOKS: dict[str, dict[str, str | None]] = {
+    "codex": {"PreToolUse": "*", "PostToolUse": "*", "UserPromptSubmit": None, "SessionStart": None, "Stop": None},
+    "gemini": {"BeforeTool": "*", "AfterTool": "*", "BeforeAgent": None, "SessionStart": None, "AfterAgent": None},
+    "cursor": {
+        "beforeShellExecution": None,
+        "beforeMCPExecution": None,
+        "preToolUse": "Write|Edit|StrReplace|Delete",
+        "afterShellExecution": None,
+        "afterMCPExecution": None,
+        "stop": None,
+    },
+}
 CLIENT_NOTES = {
-    "cursor": SERVER_ONLY.format("Cursor"),
+    "cursor": (
+        "Cursor: reload the window to load .cursor/hooks.json (Cursor 1.7 or later; Settings > Hooks lists them). "
+        "Cursor is not driven for real in this project's tests: its hooks are tested from its documented payloads"
+    ),
     "vscode": SERVER_ONLY.format("VS Code"),
-    "codex": SERVER_ONLY.format("Codex"),
-    "gemini": SERVER_ONLY.format("Gemini CLI"),
+    "codex": (
+        "Codex: it runs the hooks in .codex/hooks.json only after you trust them and this project: start codex "
+        "here, accept the project as trusted, then open /hooks and review and trust each abilities-mcp hook"
+    ),
+    "gemini": (
+        "Gemini CLI: it runs the hooks in .gemini/settings.json only in a trusted folder: trust this folder when "
+        "Gemini CLI asks (or /permissions), then restart it"
+    ),
     "desktop": "Claude Desktop: server only (it has no hooks); restart Claude Desktop to load it",
 }
 # JSONC: a string (kept), a comment (dropped); then a comma before a closing bracket (dropped).
@@ -204,6 +228,26 @@ def _editor(relpath: str, key: str, extra: dict[str, str], root_args: list[str])
     return plan
 
 
+def _gemini(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
+    """The server entry and the hooks share .gemini/settings.json."""
+    path, entry = root / ".gemini" / "settings.json", {"command": argv[0], "args": [*argv[1:], "serve"]}
+
+    def merge(data: dict[str, Any]) -> list[str]:
+        return _put_entry(data, ["mcpServers"], name, entry, force, path) + _put_client_hooks(
+            data, argv, force, path, "gemini"
+        )
+
+    return [_plan_json(path, merge)]
+
+
+def _cursor(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
+    hooks = root / ".cursor" / "hooks.json"
+    return [
+        *_editor(".cursor/mcp.json", "mcpServers", {}, WORKSPACE_ROOT)(root, name, argv, force),
+        _plan_json(hooks, lambda data: _put_cursor_hooks(data, argv, force, hooks), new_file={"version": 1}),
+    ]
+
+
 def _desktop(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
     found = shutil.which(argv[0])
     if not found:
@@ -217,6 +261,15 @@ def _desktop(root: Path, name: str, argv: list[str], force: bool) -> list[Planne
 
 
 def _codex(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
+    """The server in config.toml, the hooks in hooks.json beside it (discovery.rs reads both from .codex/)."""
+    hooks = root / ".codex" / "hooks.json"
+    return [
+        *_codex_server(root, name, argv, force),
+        _plan_json(hooks, lambda d: _put_client_hooks(d, argv, force, hooks, "codex")),
+    ]
+
+
+def _codex_server(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
     """Codex's TOML is only appended to: there is no TOML writer that keeps the person's comments and layout."""
     path, entry = root / ".codex" / "config.toml", {"command": argv[0], "args": [*argv[1:], "serve"]}
     # A JSON string is a TOML basic string, a JSON list of strings a TOML array (and the result is parsed back).
@@ -257,10 +310,10 @@ def _append(text: str, table: str) -> str:
 PLANNERS: dict[str, Callable[[Path, str, list[str], bool], list[Planned]]] = {
     "claude": _claude,
     "opencode": _opencode,
-    "cursor": _editor(".cursor/mcp.json", "mcpServers", {}, WORKSPACE_ROOT),
+    "cursor": _cursor,
     "vscode": _editor(".vscode/mcp.json", "servers", {"type": "stdio"}, WORKSPACE_ROOT),
     "codex": _codex,
-    "gemini": _editor(".gemini/settings.json", "mcpServers", {}, []),
+    "gemini": _gemini,
     "desktop": _desktop,
 }
 
@@ -381,11 +434,53 @@ def _put_hooks(settings: dict, argv: list[str], force: bool, path: Path) -> list
     return notes
 
 
-def _put_handler(groups: list, handler: dict, event: str, matcher: str | None, force: bool, path: Path) -> list[str]:
+def _put_client_hooks(settings: dict, argv: list[str], force: bool, path: Path, client: str) -> list[str]:
+    """Codex's and Gemini CLI's hooks: Claude Code's three levels; Gemini's timeout is in milliseconds."""
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigError(f"{path}: hooks must be a JSON object; fix it by hand, nothing was changed")
+    notes = []
+    for event, matcher in CLIENT_HOOKS[client].items():
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise ConfigError(f"{path}: hooks.{event} must be a JSON array; fix it by hand, nothing was changed")
+        handler: dict[str, Any] = {"type": "command", "command": shlex.join([*argv, "hook", client, event])}
+        if client == "gemini":
+            handler |= {"name": f"abilities-mcp {event}", "timeout": HOOK_TIMEOUT_SECONDS * 1000}
+        else:
+            handler["timeout"] = HOOK_TIMEOUT_SECONDS
+        notes += _put_handler(groups, handler, event, matcher, force, path, client)
+    return notes
+
+
+def _put_cursor_hooks(data: dict, argv: list[str], force: bool, path: Path) -> list[str]:
+    """Cursor's hooks.json: {"version": 1, "hooks": {EVENT: [{"command", "matcher"?}]}}, a flat list per event."""
+    hooks = data.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigError(f"{path}: hooks must be a JSON object; fix it by hand, nothing was changed")
+    notes = []
+    for event, matcher in CLIENT_HOOKS["cursor"].items():
+        handlers = hooks.setdefault(event, [])
+        if not isinstance(handlers, list):
+            raise ConfigError(f"{path}: hooks.{event} must be a JSON array; fix it by hand, nothing was changed")
+        handler = {"command": shlex.join([*argv, "hook", "cursor", event]), **({"matcher": matcher} if matcher else {})}
+        mine = [i for i, h in enumerate(handlers) if _is_ours(h, event, "cursor")]
+        if not mine:
+            handlers.append(handler)
+        elif handlers[mine[0]] != handler and not force:
+            notes += _kept(event, path, "hook")
+        else:
+            handlers[mine[0]] = handler
+    return notes
+
+
+def _put_handler(
+    groups: list, handler: dict, event: str, matcher: str | None, force: bool, path: Path, client: str = "claude"
+) -> list[str]:
     for group in groups:
         handlers = group.get("hooks") if isinstance(group, dict) else None
         for i, existing in enumerate(handlers if isinstance(handlers, list) else []):
-            if not _is_ours(existing, event):
+            if not _is_ours(existing, event, client):
                 continue
             if existing != handler and not force:
                 return _kept(event, path, "hook")
@@ -395,16 +490,16 @@ def _put_handler(groups: list, handler: dict, event: str, matcher: str | None, f
     return []
 
 
-def _is_ours(handler: Any, event: str) -> bool:
-    """Ours runs `... hook claude EVENT`, whatever starts abilities-mcp (string or exec form)."""
+def _is_ours(handler: Any, event: str, client: str = "claude") -> bool:
+    """Ours runs `... hook CLIENT EVENT`, whatever starts abilities-mcp (string or exec form)."""
     if not isinstance(handler, dict):
         return False
     if isinstance(handler.get("args"), list):
         words = [str(w) for w in handler["args"][-3:]]
     else:
         words = handler.get("command", "").split()[-3:] if isinstance(handler.get("command"), str) else []
-    same_event = len(words) == 3 and event_name("claude", words[2]) == event
-    return same_event and words[:2] == ["hook", "claude"]
+    same_event = len(words) == 3 and event_name(client, words[2]) == event
+    return same_event and words[:2] == ["hook", client]
 
 
 def _plan_entry(path: Path, keys: list[str], name: str, entry: dict, force: bool) -> Planned:
