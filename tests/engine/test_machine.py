@@ -71,6 +71,7 @@ def test_every_state_has_a_row_and_final_states_accept_nothing() -> None:
         (StepState.FAILED, StepEvent.RETRY, StepState.RUNNING),
         (StepState.PENDING, StepEvent.SKIP, StepState.SKIPPED),
         (StepState.CANCELLED, StepEvent.RESET, StepState.PENDING),
+        (StepState.AWAITING, StepEvent.REFUSE, StepState.AWAITING),  # a refused hand-back: handed out again
     ],
     ids=lambda v: v.value,
 )
@@ -81,3 +82,9 @@ def test_legal_step_events_move_the_step(state, event, expected) -> None:
 def test_a_completed_step_cannot_be_started_again() -> None:
     with pytest.raises(IllegalTransition, match="'completed' cannot take the event 'start'"):
         apply_step(StepState.COMPLETED, StepEvent.START)
+
+
+@pytest.mark.parametrize("state", [StepState.PENDING, StepState.RUNNING, StepState.FAILED, StepState.COMPLETED])
+def test_only_an_awaiting_step_can_have_a_hand_back_refused(state) -> None:
+    with pytest.raises(IllegalTransition, match=f"'{state.value}' cannot take the event 'refuse'"):
+        apply_step(state, StepEvent.REFUSE)
