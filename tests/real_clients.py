@@ -16,6 +16,8 @@ import pytest
 # Pinned: unpinned, npm on Node 20 silently picks an older Claude Code (2.1.330 declares Node >= 22 and runs on 20).
 CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.330", "claude")
 OPENCODE = ("opencode-ai", "1.18.33", "opencode")
+CODEX = ("@openai/codex", "0.169.0", "codex")
+GEMINI_CLI = ("@google/gemini-cli", "0.61.0", "gemini")
 REQUIRE_ENV = "ABILITIES_REQUIRE_REAL_CLIENTS"
 # Captured at import, before the tests point HOME at a scratch folder: installs outlive a test run.
 CACHE = Path(os.environ.get("ABILITIES_TEST_CACHE") or Path("~/.cache/abilities-mcp-tests").expanduser())

@@ -304,6 +304,57 @@ def test_gemini_a_workflow_denies_until_its_prerequisites_ran_recorded_by_after_
     assert gemini(root, "BeforeTool", **gemini_mcp("db", "execute_query"), tool_input={"sql": "select 1"}) == {}
 
 
+@pytest.mark.parametrize(
+    ("client", "event", "payload"),
+    [
+        (
+            "gemini",
+            "AfterTool",
+            {  # what Gemini CLI 0.61.0 sent for an MCP tool (tests/clients/test_gemini.py)
+                **gemini_mcp("db", "list_databases"),
+                "tool_response": {"llmContent": [{"text": "main, analytics"}], "returnDisplay": "main, analytics"},
+            },
+        ),
+        (
+            "codex",
+            "PostToolUse",
+            {  # what Codex 0.169.0 sent for an MCP tool (tests/clients/test_codex.py)
+                "tool_name": "mcp__db__list_databases",
+                "tool_response": {
+                    "content": [{"type": "text", "text": "main, analytics"}],
+                    "structuredContent": None,
+                    "isError": False,
+                },
+            },
+        ),
+        (
+            "cursor",
+            "afterMCPExecution",
+            {
+                "tool_name": "list_databases",
+                "result_json": '{"content": [{"type": "text", "text": "main, analytics"}]}',
+            },
+        ),
+    ],
+    ids=["gemini", "codex", "cursor"],
+)
+def test_an_mcp_tools_result_is_recorded_as_its_text(root, client, event, payload) -> None:
+    from abilities_mcp.prerequisites.sessions import SessionState
+    from abilities_mcp.state.store import Store
+    from support import state_db
+
+    use_workflows(root, "database")
+    session = {"codex": SESSION, "gemini": GEMINI_SESSION, "cursor": CURSOR_CONVERSATION}[client]
+    assert {"codex": codex, "gemini": gemini, "cursor": cursor}[client](root, event, **payload) == {}
+
+    store = Store(state_db(root))
+    try:
+        [recorded] = SessionState(store).done(session)["database-safe-query"].values()
+    finally:
+        store.close()
+    assert recorded.result == "main, analytics"
+
+
 def test_gemini_a_warn_workflow_asks_the_person(root) -> None:
     use_workflows(root, "github-pr")
     tool = TEMPLATES["github-pr"]["triggers"]["tools"][0]

@@ -268,6 +268,8 @@ def _parse_gemini(client: str, kind: str, data: dict[str, Any], event: str) -> C
     response = data.get("tool_response")
     if isinstance(response, dict) and "llmContent" in response:  # {llmContent, returnDisplay, error}
         response = response["llmContent"]
+    if isinstance(response, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in response):
+        response = "\n".join(p["text"] for p in response)  # an MCP tool's content as Gemini's text parts
     return Call(
         client,
         kind,
