@@ -214,6 +214,11 @@ def test_gemini_lists_the_servers_tools_to_the_model(script_run: Session) -> Non
         assert own(tool) in names, names
 
 
+def test_gemini_gives_the_model_the_session_start_hooks_context(script_run: Session) -> None:
+    # SessionStart's hookSpecificOutput.additionalContext was accepted and reached the model.
+    assert "abilities-mcp is connected." in "\n".join(script_run.model.requests[0].texts())
+
+
 def test_gemini_runs_an_ability_and_reads_its_status_back(script_run: Session) -> None:
     started, status = (result_json(t) for t in script_run.results())
     assert started["status"] == "completed", started
