@@ -29,7 +29,7 @@ MAX_COMPATIBILITY_CHARS = 500
 MAX_LICENSE_CHARS = 100
 MAX_ALLOWED_TOOLS_CHARS = 1024
 MAX_METADATA_VALUE_CHARS = 1024
-# skills-ref refuses bigger SKILL.md files; reading more would only fill the model's context.
+# Refused beyond this (skills-ref 0.1.1 reads any size: a deliberate difference): more would only fill the context.
 MAX_SKILL_MD_BYTES = 1024 * 1024
 ALLOWED_FIELDS = frozenset({"name", "description", "license", "allowed-tools", "metadata", "compatibility"})
 # A top-level `key: value` line of frontmatter, for the colon-in-value fallback.
