@@ -355,13 +355,14 @@ def test_workflows_list_reports_a_malformed_file_without_crashing(folder: Path, 
 
     result = cli(folder, "workflows", "list")
 
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # nothing listed, and the file has problems: not a success
     assert "Traceback" not in result.stderr
+    assert "can be applied: every entry has a problem" in result.stdout
     problems = [line for line in result.stderr.splitlines() if line.startswith("problem: ")]
     assert any(problem in line for line in problems), result.stderr
 
 
-def test_workflows_list_on_invalid_json_says_there_are_no_workflows(folder: Path) -> None:
+def test_workflows_list_on_invalid_json_says_no_workflow_can_be_applied(folder: Path) -> None:
     path = folder / "workflows.json"
     path.write_text(MALFORMED["invalid-json"][0], encoding="utf-8")
 
@@ -371,7 +372,7 @@ def test_workflows_list_on_invalid_json_says_there_are_no_workflows(folder: Path
     listed = json.loads(result.stdout)
     assert listed["workflows"] == []
     assert len(listed["problems"]) == 1 and "not valid JSON" in listed["problems"][0]
-    assert "No workflows in" in cli(folder, "workflows", "list").stdout
+    assert "No workflow in" in cli(folder, "workflows", "list").stdout
 
 
 # --- atomic writes ----------------------------------------------------------------------------------------------
