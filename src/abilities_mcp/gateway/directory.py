@@ -118,4 +118,5 @@ def search(listing: Listing, task: str, limit: int) -> list[Found]:
 @functools.lru_cache(maxsize=ROUTERS_KEPT)
 def _router(tools: tuple[tuple[str, str], ...]) -> Router:
     """The router's index over these tools, built once: indexing 2,000 tools takes far longer than a query."""
-    return Router(tools)
+    # No "nothing fits" test: a gateway offers its best tools; declining is for skills, where none is a fine answer.
+    return Router(tools, fit_test=False)
