@@ -17,12 +17,12 @@ import anyio
 import psutil
 import pytest
 from mcp import Client
-from upstream_servers import everything_server
 
 from abilities_mcp.gateway.upstreams import MAX_STDERR_BYTES
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.project import Project
 from support import raw_server, until
+from upstream_servers import everything_server
 
 # Long enough that it is still running whenever the test acts on it; the test ends it sooner.
 LONG_OPERATION = {"duration": 600, "steps": 600}
@@ -341,3 +341,21 @@ async def test_a_flood_on_the_upstreams_stderr_is_cut_back_to_its_tail(project: 
     assert text(first).startswith("Echo: hi")
     assert sizes and max(sizes) <= MAX_STDERR_BYTES
     assert "last words" in text(failed) and "Starting default (STDIO) server" in text(failed)
+
+
+async def test_the_upstreams_progress_notifications_reach_the_caller_of_tool_call(client) -> None:
+    seen: list[tuple[float, float | None]] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append((value, total))
+
+    result = await client.call_tool(
+        "tool_call",
+        {"tool": "everything__trigger-long-running-operation", "arguments": {"duration": 1, "steps": 3}},
+        progress_callback=progress,
+        meta={"sessionID": "s1"},
+    )
+
+    assert not result.is_error, text(result)
+    assert "Long running operation completed" in text(result)
+    assert seen == [(1, 3), (2, 3), (3, 3)]  # each of the upstream's steps, as it sent them

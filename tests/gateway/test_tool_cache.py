@@ -121,6 +121,9 @@ async def test_tool_search_routes_over_the_cache_without_starting_any_upstream(
 ) -> None:
     marker = tmp_path / "started"
     probe_gateway(project.root, marker)
+    config = json.loads((project.root / "gateway.json").read_text())
+    config["mcpServers"]["broken"] = {"url": "ftp://example.org"}  # left out, and named in the warnings
+    (project.root / "gateway.json").write_text(json.dumps(config))
     tools = [{"id": "run_sql", "description": "Run a SQL query on the warehouse", "prefix": "probe__"}]
     path = cache_file(project.root)
     path.parent.mkdir()
@@ -135,6 +138,7 @@ async def test_tool_search_routes_over_the_cache_without_starting_any_upstream(
     assert (top["tool"], top["server"], top["category"]) == ("probe__run_sql", "probe", "database")
     assert top["input_schema"] == {}  # the seed's cache holds none; tool_call checks the live one
     assert result["cache"]["stale"] is False
+    assert len(result["warnings"]) == 1 and "mcpServers.broken.url" in result["warnings"][0]
     assert not marker.exists()  # nothing was started
 
 

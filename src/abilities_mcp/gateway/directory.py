@@ -65,8 +65,12 @@ async def discover(config: GatewayConfig, upstreams: Upstreams, only: str | None
         for name in names:
             tasks.start_soon(one, name)
     entries = [e for name in names for e in found.get(name, [])]
-    broken = [f"{d} (this server is left out until gateway.json is fixed)" for d in config.problems]
-    return Listing(entries, time.time(), [failed[n] for n in names if n in failed] + broken, failed)
+    return Listing(entries, time.time(), [failed[n] for n in names if n in failed] + broken(config), failed)
+
+
+def broken(config: GatewayConfig) -> list[str]:
+    """gateway.json's broken entries, as a search's warnings name them."""
+    return [f"{d} (this server is left out until gateway.json is fixed)" for d in config.problems]
 
 
 def _read_only(tool: Any) -> bool:

@@ -19,7 +19,7 @@ from ..prerequisites.workflows import Prerequisite, Workflows, WorkflowSet
 from .arguments import Unfilled, fill, schema_problems
 from .config import Gateway
 from .directory import Entry, Listing, discover, resolve, split
-from .upstreams import UpstreamError, Upstreams
+from .upstreams import Progress, UpstreamError, Upstreams
 
 # A prerequisite the gateway runs is tried this many times before the workflow is aborted (the seed's rule).
 PREREQUISITE_ATTEMPTS = 3
@@ -88,12 +88,20 @@ class Proxy:
         server = split(name, config)[0] if name else None
         return await discover(config, self.upstreams, only=server)
 
-    async def call(self, name: str, arguments: dict[str, Any], session_id: str, attempts: int = 1) -> Outcome:
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        session_id: str,
+        attempts: int = 1,
+        progress: Progress | None = None,
+    ) -> Outcome:
         """Call an upstream tool through the gates. Raises (each an AbilitiesError): UnknownTool, UpstreamUnavailable,
         BadArguments, Refused, PrerequisiteFailed, UpstreamError.
 
         `attempts` > 1: a read-only tool (the upstream's readOnlyHint) whose call fails (an error result, a timeout,
-        a dead connection) is sent again, up to that many times in all; any other tool is sent once."""
+        a dead connection) is sent again, up to that many times in all; any other tool is sent once. `progress`
+        gets the upstream's progress notifications for the main call (not for the prerequisites)."""
         listing = await self.listing(name)
         server = split(name, self.gateway.current())[0]
         if server in listing.failed:
@@ -112,16 +120,18 @@ class Proxy:
             after = check(found, entry.qualified, "", self.sessions.done(session_id))
         if after.verdict == "deny":  # only if the records were cleared meanwhile; whatever the cause, never send
             raise Refused(f"{entry.qualified!r} is still gated: {after.message}", "prerequisites missing")
-        result, sent = await self._main_call(entry, arguments, attempts if entry.read_only else 1)
+        result, sent = await self._main_call(entry, arguments, attempts if entry.read_only else 1, progress)
         if not result.is_error and _is_prerequisite(found, entry.qualified):  # else there is nothing to record
             self.sessions.record(session_id, found, entry.qualified, text_of(result))
         return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + found.warnings()), sent)
 
-    async def _main_call(self, entry: Entry, arguments: dict[str, Any], attempts: int) -> tuple[CallToolResult, int]:
+    async def _main_call(
+        self, entry: Entry, arguments: dict[str, Any], attempts: int, progress: Progress | None
+    ) -> tuple[CallToolResult, int]:
         """The gated call itself, sent up to `attempts` times while it fails; the last failure is what remains."""
         for attempt in range(1, attempts + 1):
             try:
-                result = await self._upstream_call(entry, arguments)
+                result = await self._upstream_call(entry, arguments, progress)
             except UpstreamError as exc:
                 if attempt == attempts:
                     exc.attempts = attempt
@@ -182,9 +192,11 @@ class Proxy:
             "was not sent."
         )
 
-    async def _upstream_call(self, entry: Entry, arguments: dict[str, Any]) -> CallToolResult:
+    async def _upstream_call(
+        self, entry: Entry, arguments: dict[str, Any], progress: Progress | None = None
+    ) -> CallToolResult:
         upstream = self.gateway.current().upstreams[entry.server]
-        return await self.upstreams.connection(upstream).call(entry.name, arguments)
+        return await self.upstreams.connection(upstream).call(entry.name, arguments, progress)
 
 
 class _Recorded(Mapping[str, dict[int, Any]]):

@@ -44,6 +44,10 @@ MIN_START_SECONDS = 30.0
 MAX_TOOL_PAGES = 50
 
 
+# Where an upstream's progress notifications go: (progress, total, message), as the SDK's client hands them over.
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
 class UpstreamError(AbilitiesError):
     """An upstream that failed to start, died, or did not answer in time: its name, what happened, its stderr."""
 
@@ -82,11 +86,14 @@ class Connection:
             self._tools = await self._guarded(client, self._list_tools(client), "listing its tools")
         return self._tools
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
-        """Call one tool; an upstream error result is returned as it is, a failure raises UpstreamError."""
+    async def call(self, tool: str, arguments: dict[str, Any], progress: Progress | None = None) -> CallToolResult:
+        """Call one tool; an upstream error result is returned as it is, a failure raises UpstreamError. The
+        upstream's progress notifications go to `progress`; cancelling the call sends the upstream
+        `notifications/cancelled` (the SDK's client does)."""
         client = await self._connected()
         self._trim()
-        return await self._guarded(client, client.call_tool(tool, arguments), f"calling {tool!r}")
+        work = client.call_tool(tool, arguments, progress_callback=progress)
+        return await self._guarded(client, work, f"calling {tool!r}")
 
     async def close(self) -> None:
         """Stop the upstream (the SDK closes its stdin, then terminates its process group)."""

@@ -19,7 +19,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from ..errors import AbilitiesError
 from ..gateway import batch, cache
 from ..gateway.config import Gateway
-from ..gateway.directory import search
+from ..gateway.directory import broken, search
 from ..gateway.proxy import Gate, Outcome, Proxy
 from ..prerequisites.gates import categories_of
 from ..prerequisites.sessions import SessionState
@@ -153,7 +153,7 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
             refreshing.add(path)
             connections = ctx.request_context.lifespan_context.upstreams
             connections.background(lambda: refresh_in_background(connections), name="tool cache refresh")
-        return found.listing, found.categories, found.stale
+        return found.listing._replace(problems=broken(gateway.current())), found.categories, found.stale
 
     @server.tool(name="tool_search", annotations=READ_ONLY)
     async def tool_search(
@@ -194,7 +194,7 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
         calls to make; warn and suggest workflows add gate.warnings."""
         gated, session_id = proxy(ctx)
         try:
-            outcome = await gated.call(tool, arguments or {}, session_id)
+            outcome = await gated.call(tool, arguments or {}, session_id, progress=ctx.report_progress)
         except AbilitiesError as exc:
             raise ToolError(str(exc)) from exc
         return _result(outcome)
