@@ -12,8 +12,8 @@ What these tests found about Codex 0.169.0, against its source (openai/codex, co
   PostToolUse sends an MCP tool's result as {content, structuredContent, isError}; Stop sends stop_hook_active;
 - MCP tools reach the model in a Responses-API namespace `mcp__SERVER`; a server connects in the background, so the
   first request lacks its tools unless the server is `required = true` (set here with `-c`);
-- the session id is the thread id; the MCP server gets no session id, so the hook finds the server's run through
-  the process tree (both are children of the one codex process).
+- the session id is the thread id; an MCP call carries none, so the PreToolUse hook announces each call to this
+  server's tools and the server files it under the thread (state/claims.py, as for OpenCode).
 The scenarios run with approval_policy "never" and the danger-full-access sandbox: nothing but the project's hooks
 can refuse a call, so a denial seen here is the hook's.
 """
@@ -250,8 +250,11 @@ def test_codex_runs_an_ability_and_reads_its_status_back(script_run: Session) ->
     started, status = (result_json(t) for t in script_run.results())
     assert started["status"] == "completed", started
     assert status["status"] == "completed" and status["run_id"] == started["run_id"]
-    assert stored_run(script_run.root, started["run_id"], script_run.state_db).status == "completed"
+    record = stored_run(script_run.root, started["run_id"], script_run.state_db)
+    assert record.status == "completed"
     assert (script_run.root / "hello.txt").read_text() == "hello\n"
+    # The MCP call carried no session id: the server filed the run under the session the PreToolUse hook announced.
+    assert record.session_id == script_run.thread_id
 
 
 # --- scenario: a strict agent step ----------------------------------------------------------------------------

@@ -12,7 +12,9 @@ What these tests found about Gemini CLI 0.61.0, against its source (google-gemin
 - BeforeTool sends run_shell_command {command}, and an MCP tool as mcp_SERVER_TOOL with mcp_context
   {server_name, tool_name}; AfterTool sends the result as {llmContent, returnDisplay}, an MCP tool's llmContent
   as [{text}] parts; AfterAgent sends stop_hook_active;
-- a BeforeTool deny reaches the model as the tool's error, an AfterAgent deny as a new prompt (another turn).
+- a BeforeTool deny reaches the model as the tool's error, an AfterAgent deny as a new prompt (another turn);
+- an MCP call carries no session id, so the BeforeTool hook announces each call to this server's tools and the
+  server files it under Gemini's session_id (state/claims.py, as for OpenCode).
 The scenarios run with `--yolo`: Gemini's own approval says yes to everything, so a denial seen here is the hook's.
 """
 
@@ -223,8 +225,11 @@ def test_gemini_runs_an_ability_and_reads_its_status_back(script_run: Session) -
     started, status = (result_json(t) for t in script_run.results())
     assert started["status"] == "completed", started
     assert status["status"] == "completed" and status["run_id"] == started["run_id"]
-    assert stored_run(script_run.root, started["run_id"], script_run.state_db).status == "completed"
+    record = stored_run(script_run.root, started["run_id"], script_run.state_db)
+    assert record.status == "completed"
     assert (script_run.root / "hello.txt").read_text() == "hello\n"
+    # The MCP call carried no session id: the server filed the run under the session the BeforeTool hook announced.
+    assert record.session_id == script_run.output["session_id"]
 
 
 # --- scenario: a strict agent step ----------------------------------------------------------------------------

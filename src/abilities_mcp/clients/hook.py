@@ -91,7 +91,9 @@ ASKING_CLIENTS = {"claude", "gemini", "cursor"}
 # Exit codes: 2 makes the client refuse the call; 1 is an error the client reports and goes on from.
 DENY_EXIT, FAIL_OPEN_EXIT = 2, 1
 # Clients whose calls reach this server without a session id: their hook announces each call to the server.
-ANNOUNCING_CLIENTS = {"opencode"}
+# Codex and Gemini CLI send no session id with an MCP call either, and run the before-tool hook first
+# (tests/clients/test_codex.py, test_gemini.py); so the server files their runs under the client's session too.
+ANNOUNCING_CLIENTS = {"opencode", "codex", "gemini"}
 
 
 # The payload fields each client sends that we read, and their JSON types (null counts as absent).
