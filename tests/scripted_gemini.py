@@ -11,12 +11,11 @@ that leaves the choice to the user, others with text.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from scripted_openai import EXHAUSTED, Reply, Turn, calls, say
+from scripted_openai import EXHAUSTED, Reply, ScriptedServer, calls, say
 
 __all__ = ["EXHAUSTED", "Reply", "Request", "ScriptedGemini", "calls", "say"]
 
@@ -65,48 +64,16 @@ class Request:
         ]
 
 
-class ScriptedGemini:
+class ScriptedGemini(ScriptedServer):
     """The model server: `base_url` for GOOGLE_GEMINI_BASE_URL, `requests` for assertions."""
 
-    def __init__(self, turns: list[Turn]):
-        self.turns = list(turns)
-        self.requests: list[Request] = []
-        self.side_requests: list[Request] = []
-        self.errors: list[str] = []
-        self.overrun = False
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+    PATH = ""
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> ScriptedGemini:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def answer(self, request: Request) -> Reply | dict[str, Any]:
-        if not request.tool_names:
-            self.side_requests.append(request)
-            config = request.body.get("generationConfig") or {}
-            return SIDE_JSON if config.get("responseMimeType") == "application/json" else say("Scripted")
-        with self._lock:
-            self.requests.append(request)
-            if not self.turns:
-                self.overrun = True
-                return say(EXHAUSTED)
-            turn = self.turns.pop(0)
-        try:
-            return turn(request) if callable(turn) else turn
-        except Exception as exc:  # noqa: BLE001 - reported to the test, and the client is told to stop
-            self.errors.append(f"turn {len(self.requests)}: {type(exc).__name__}: {exc}")
-            return say(f"(scripted turn failed: {exc})")
+    def side_reply(self, request: Request) -> Reply | dict[str, Any] | None:
+        if request.tool_names:
+            return None
+        config = request.body.get("generationConfig") or {}
+        return SIDE_JSON if config.get("responseMimeType") == "application/json" else say("Scripted")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self

@@ -81,13 +81,17 @@ class Request:
 Turn = Callable[[Request], Reply] | Reply  # a fixed reply needs no function
 
 
-class ScriptedOpenAI:
-    """The model server: `base_url` for the client's provider config, `requests` for assertions."""
+class ScriptedServer:
+    """What every scripted model shares: an HTTP server on 127.0.0.1 that replays the turns in order, records each
+    request, and answers side requests (a title, a summary) without using a turn. Subclasses speak the wire format
+    (`_handler`), say which requests are side ones (`side_reply`), and where the API lives (`PATH`)."""
+
+    PATH = "/v1"
 
     def __init__(self, turns: list[Turn]):
         self.turns = list(turns)
-        self.requests: list[Request] = []  # the conversation's requests, one per turn used
-        self.side_requests: list[Request] = []  # answered without a turn (titles, unknown paths)
+        self.requests: list[Any] = []  # the conversation's requests, one per turn used
+        self.side_requests: list[Any] = []  # answered without a turn (titles, unknown paths)
         self.errors: list[str] = []  # turns that raised: the test should fail on them
         self.overrun = False
         self._lock = threading.Lock()
@@ -98,9 +102,9 @@ class ScriptedOpenAI:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self._server.server_address[1]}{self.PATH}"
 
-    def __enter__(self) -> ScriptedOpenAI:
+    def __enter__(self):
         self._thread.start()
         return self
 
@@ -108,11 +112,16 @@ class ScriptedOpenAI:
         self._server.shutdown()
         self._server.server_close()
 
-    def answer(self, request: Request) -> Reply:
-        """The next turn's reply; side requests (a title) get a fixed one."""
-        if _is_title_request(request):
+    def side_reply(self, request: Any) -> Any | None:
+        """The reply to a request that is not the conversation, or None for one that is."""
+        return None
+
+    def answer(self, request: Any) -> Any:
+        """The next turn's reply (a side request gets its own)."""
+        side = self.side_reply(request)
+        if side is not None:
             self.side_requests.append(request)
-            return say("Scripted session")
+            return side
         with self._lock:
             self.requests.append(request)
             if not self.turns:
@@ -124,6 +133,16 @@ class ScriptedOpenAI:
         except Exception as exc:  # noqa: BLE001 - reported to the test, and the client is told to stop
             self.errors.append(f"turn {len(self.requests)}: {type(exc).__name__}: {exc}")
             return say(f"(scripted turn failed: {exc})")
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+
+class ScriptedOpenAI(ScriptedServer):
+    """The model server: `base_url` for the client's provider config, `requests` for assertions."""
+
+    def side_reply(self, request: Request) -> Reply | None:
+        return say("Scripted session") if _is_title_request(request) else None
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self

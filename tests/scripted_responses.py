@@ -14,13 +14,12 @@ the conversation (no tools offered: a title or a summary) are answered with text
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from itertools import count
 from typing import Any
 
-from scripted_openai import EXHAUSTED, MODEL_ID, Reply, Turn, calls, say
+from scripted_openai import EXHAUSTED, MODEL_ID, Reply, ScriptedServer, calls, say
 
 __all__ = ["EXHAUSTED", "MODEL_ID", "Reply", "ScriptedResponses", "calls", "say"]
 
@@ -83,48 +82,11 @@ def _text(value: Any) -> str:
     return ""
 
 
-class ScriptedResponses:
+class ScriptedResponses(ScriptedServer):
     """The model server: `base_url` for the client's provider config, `requests` for assertions."""
 
-    def __init__(self, turns: list[Turn]):
-        self.turns = list(turns)
-        self.requests: list[Request] = []
-        self.side_requests: list[Request] = []
-        self.errors: list[str] = []
-        self.overrun = False
-        self._lock = threading.Lock()
-        self._ids = count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> ScriptedResponses:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def answer(self, request: Request) -> Reply:
-        if not request.body.get("tools"):
-            self.side_requests.append(request)
-            return say("Scripted")
-        with self._lock:
-            self.requests.append(request)
-            if not self.turns:
-                self.overrun = True
-                return say(EXHAUSTED)
-            turn = self.turns.pop(0)
-        try:
-            return turn(request) if callable(turn) else turn
-        except Exception as exc:  # noqa: BLE001 - reported to the test, and the client is told to stop
-            self.errors.append(f"turn {len(self.requests)}: {type(exc).__name__}: {exc}")
-            return say(f"(scripted turn failed: {exc})")
+    def side_reply(self, request: Request) -> Reply | None:
+        return None if request.body.get("tools") else say("Scripted")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self
