@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from abilities_mcp.state.project import default_state_dir
+from client_scenarios import ABILITIES_MCP, DB_SERVER, HELLO, INIT_TIMEOUT_SECONDS, LOOK_FIRST, SERVER
 from real_clients import CODEX, installed
 from scripted_openai import Turn
 from scripted_responses import Request, ScriptedResponses, calls, say
@@ -42,38 +43,9 @@ from support import stored_run
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not on PATH: Codex comes from npm")
 
-SERVER = "abilities"
-ABILITIES_MCP = Path(sys.executable).with_name("abilities-mcp")
 # One headless run: a few model turns, each tool call with a hook process before and after it. Far more is a hang.
 CODEX_TIMEOUT_SECONDS = 120
-INIT_TIMEOUT_SECONDS = 60
 SHELL = "exec_command"  # Codex's shell tool as the model calls it; its hooks name it Bash
-DB_SERVER = '''
-from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("db")
-
-
-@server.tool()
-def list_databases() -> str:
-    """List the databases."""
-    return "main, analytics"
-
-
-@server.tool()
-def list_tables() -> str:
-    """List the tables."""
-    return "users, orders"
-
-
-@server.tool()
-def execute_query(sql: str) -> str:
-    """Run a query."""
-    return "3 rows"
-
-
-server.run()
-'''
 
 
 def own(tool: str) -> str:
@@ -210,14 +182,6 @@ def result_json(text: str) -> dict[str, Any]:
 
 # --- scenario: the tools are listed, an ability runs ----------------------------------------------------------
 
-HELLO = """
-description: Say hello from a script
-steps:
-  - id: greet
-    type: script
-    run: echo hello > hello.txt && cat hello.txt
-"""
-
 
 @pytest.fixture(scope="module")
 def script_run(tmp_path_factory: pytest.TempPathFactory) -> Session:
@@ -329,18 +293,6 @@ def test_codex_stop_is_blocked_once_while_a_strict_run_waits_for_the_agent(stop_
 
 
 # --- scenario: a workflows.json gate on another server's tool -------------------------------------------------
-
-LOOK_FIRST = {
-    "db-look-first": {
-        "description": "Look at the database before querying it",
-        "triggers": {"tools": ["execute_query"]},
-        "prerequisites": [
-            {"step": 1, "tool": "list_databases", "description": "which databases there are"},
-            {"step": 2, "tool": "list_tables", "description": "which tables there are"},
-        ],
-        "mode": "enforce",
-    }
-}
 
 
 @pytest.fixture(scope="module")
