@@ -1,4 +1,4 @@
-"""What the real-client scenarios (Codex, Gemini CLI) share: the server's name and command, the abilities and
+"""What the real-client scenarios (Codex, Gemini CLI, OpenCode) share: the server's name and command, the abilities and
 workflows they run, and a stand-in upstream MCP server whose tools a workflows.json gate guards."""
 
 from __future__ import annotations

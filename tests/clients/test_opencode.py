@@ -31,6 +31,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from abilities_mcp.state.project import Project
 from abilities_mcp.state.store import RunRecord, Store
+from client_scenarios import DB_SERVER  # a second MCP server for the prerequisite gate
 from real_clients import CACHE, NPM_CACHE, OPENCODE, REQUIRE_ENV, installed
 from scripted_openai import Reply, Request, ScriptedOpenAI, Turn, calls, say
 from support import RawServer, raw_server, state_db, until
@@ -43,33 +44,6 @@ RUN_TIMEOUT_S = 120
 ABILITIES_MCP = Path(sys.executable).parent / "abilities-mcp"
 # What OpenCode installs into every project's .opencode/ on first start (from npm); kept once, linked per test.
 PLUGIN_DEPS = CACHE / "opencode-plugin-deps" / VERSION
-# A second MCP server for the prerequisite gate: a database whose tools a workflow orders.
-DB_SERVER = '''
-from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("db")
-
-
-@server.tool()
-def list_databases() -> str:
-    """List the databases."""
-    return "main, analytics"
-
-
-@server.tool()
-def list_tables() -> str:
-    """List the tables."""
-    return "users, orders"
-
-
-@server.tool()
-def execute_query(sql: str) -> str:
-    """Run a query."""
-    return "3 rows"
-
-
-server.run()
-'''
 WORKFLOWS = {
     "db-look-first": {
         "description": "Look at the database before querying it",
