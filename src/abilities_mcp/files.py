@@ -80,15 +80,21 @@ def yaml_problem(text: str) -> str | None:
     import yaml
 
     depth = 0
-    for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            return "YAML anchors and aliases (&name / *name) are not allowed; write the value out"
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_NESTING:
-                return f"the YAML nests deeper than {MAX_NESTING} levels; flatten it"
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+    too_deep = f"the YAML nests deeper than {MAX_NESTING} levels; flatten it"
+    try:
+        for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                return "YAML anchors and aliases (&name / *name) are not allowed; write the value out"
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_NESTING:
+                    return too_deep
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError as exc:
+        if "nesting depth" in str(exc):  # PyYAML 6.0.4 and later stop at a depth of their own, before ours
+            return too_deep
+        raise
     return None
 
 
