@@ -4,7 +4,9 @@ output floods, and input values that must never become shell code.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import textwrap
 from collections.abc import Callable
 from contextlib import suppress
@@ -95,6 +97,89 @@ async def test_framing_stays_intact_while_a_step_prints_heavily_to_stdout_and_st
         listed = await client.call_tool("ability_list", {})
         assert [a["name"] for a in listed.structured_content["abilities"]] == ["noisy"]
     assert unexpected == []
+
+
+async def test_a_line_longer_than_the_server_reads_is_refused_with_its_id_and_the_next_line_is_served(
+    root: Path, tmp_path: Path
+) -> None:
+    from abilities_mcp.server.stdio import MAX_LINE_BYTES
+
+    padding = b"a" * (MAX_LINE_BYTES + 1024 * 1024)
+    async with raw_server(root, tmp_path / "server.log") as server:
+        assert server.process.stdin is not None
+        await server.process.stdin.send(b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":"' + padding + b'"}}\n')
+        with anyio.fail_after(30):
+            answer = json.loads(await server.stdout.receive_until(b"\n", 1 << 20))
+        pong = await server.request("ping", {})
+        rss = server_process(root).memory_info().rss
+
+    assert answer["id"] == 7 and answer["error"]["code"] == -32600, answer
+    assert "longer than 64 MiB" in answer["error"]["message"]
+    assert pong == {}
+    assert rss < MAX_LINE_BYTES * 3, f"the server kept the long line: {rss} bytes resident"  # read, then dropped
+
+
+@pytest.mark.parametrize("stdin_kind", ["file", "devnull"])
+def test_requests_read_from_a_file_or_the_null_device_are_answered_and_the_server_exits(
+    root: Path, tmp_path: Path, stdin_kind: str
+) -> None:
+    """stdin need not be a pipe: a file of requests or /dev/null, which the event loop cannot wait on, is read
+    directly."""
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    params = stdio_params(root)
+    with (requests if stdin_kind == "file" else Path(os.devnull)).open("rb") as stdin:
+        done = subprocess.run(
+            [params.command, *params.args], env=params.env, stdin=stdin, capture_output=True, timeout=60
+        )
+
+    assert done.returncode == 0, done.stderr.decode()
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    if stdin_kind == "devnull":
+        assert answers == []
+    else:  # the end of the file is the client hanging up: requests still in flight then may go unanswered
+        assert answers[0]["id"] == 1 and answers[0]["result"]["serverInfo"]["name"] == "abilities-mcp", answers
+    assert b"Traceback" not in done.stderr
+
+
+async def test_the_stdout_pipe_it_was_given_is_blocking_again_when_the_server_exits(root: Path) -> None:
+    """The server writes without blocking on a pipe (a client slow to read never stalls it), a flag of the pipe
+    itself, which whoever started it shares: it is put back when the server exits."""
+    read_end, write_end = os.pipe()
+    params = stdio_params(root)
+    try:
+        process = await anyio.open_process(
+            [params.command, *params.args], env=params.env, stdout=write_end, stderr=subprocess.DEVNULL
+        )
+        async with process:
+            assert process.stdin is not None
+            request = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            }
+            await process.stdin.send(json.dumps(request).encode() + b"\n")
+            with anyio.fail_after(30):
+                answer = await anyio.to_thread.run_sync(os.read, read_end, 1 << 20)
+            assert b'"id":1' in answer and not os.get_blocking(write_end)  # serving: non-blocking
+            await process.stdin.aclose()
+            with anyio.fail_after(30):
+                assert await process.wait() == 0
+        assert os.get_blocking(write_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
 
 
 # --- a server killed mid-run, and the next one ------------------------------------------------------------------

@@ -1,10 +1,12 @@
-"""The stdio transport as we run it: the SDK's, with every line checked before the SDK reads it.
+"""The stdio transport: newline-delimited JSON-RPC on the process's stdin and stdout, every line answered.
 
-The SDK's stdio reader drops a line that is not a JSON-RPC message (not JSON, `"jsonrpc": "1.0"`, params that are
-not an object, nesting past its parser's depth, a lone surrogate): no answer, so a caller waits forever for its
-request (docs/upstream/mcp-sdk-malformed-messages.md). Here each such line is answered as JSON-RPC 2.0 says:
--32700 when it does not parse, -32600 when it parses but is not a valid message, with the request's id whenever
-one can be read (null otherwise), and the server goes on serving.
+Our own rather than the SDK's, for two reasons. The SDK's reader drops a line that is not a JSON-RPC message (not
+JSON, `"jsonrpc": "1.0"`, params that are not an object, nesting past its parser's depth, a lone surrogate): no
+answer, so a caller waits forever for its request (docs/upstream/mcp-sdk-malformed-messages.md). Here each such line
+is answered as JSON-RPC 2.0 says: -32700 when it does not parse, -32600 when it parses but is not a valid message,
+with the request's id whenever one can be read (null otherwise), and the server goes on serving. And the SDK moves
+every line read and every answer written through a worker thread (three thread round trips a call); here the
+event loop waits on the descriptors themselves, and each line is parsed once.
 """
 
 from __future__ import annotations
@@ -14,64 +16,201 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Iterator
-from contextlib import contextmanager
-from io import TextIOWrapper
-from typing import Any
+import stat
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 
 import anyio
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.mcpserver import MCPServer
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
-# Answers to refused lines waiting to be written; past this, reading stdin waits for the writer.
-PENDING_ANSWERS = 16
 # Characters of a refused line shown in the log and of the reason sent back.
 SHOWN_CHARS = 200
+# Bytes read from stdin at a time.
+READ_CHUNK = 256 * 1024
+# A line longer than this is refused unread (its head is kept to find its id): a client that never sends a newline
+# must not grow the server without bound. Far above any real message (images travel base64 inside them).
+MAX_LINE_BYTES = 64 * 1024 * 1024
+# Of a line too long, this much is kept: enough to read an id that comes first.
+HEAD_OF_LONG_LINE = 64 * 1024
+# How long the answers already queued may take to be written once the client has closed stdin.
+DRAIN_SECONDS = 5.0
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _DECODER = json.JSONDecoder()
 
+Incoming = SessionMessage | Exception
+
 
 async def run_stdio(server: MCPServer) -> None:
-    """MCPServer.run_stdio_async, answering every line the SDK would drop unanswered."""
-    answers, pending = anyio.create_memory_object_stream[SessionMessage](PENDING_ANSWERS)
-    with _claimed_stdin() as stdin:
-        async with stdio_server(stdin=_checked(stdin, answers)) as (read_stream, write_stream):  # type: ignore[arg-type]
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_forward, pending, write_stream)
-                lowlevel = server._lowlevel_server  # what run_stdio_async runs; the SDK offers no public handle
-                await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+    """Serve `server` on stdin and stdout until the client closes stdin."""
+    lowlevel = server._lowlevel_server  # what run_stdio_async runs; the SDK offers no public handle
+    async with wire() as (read_stream, write_stream):
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+@asynccontextmanager
+async def wire() -> AsyncIterator[tuple[MemoryObjectReceiveStream[Incoming], MemoryObjectSendStream[SessionMessage]]]:
+    """The server's two streams over the process's stdin and stdout, each claimed for the protocol alone."""
+    with _claimed(0, os.O_RDONLY) as stdin, _claimed(1, os.O_WRONLY) as stdout:
+        incoming, read_stream = anyio.create_memory_object_stream[Incoming](0)
+        write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+        answers = write_stream.clone()  # refusals of unreadable lines, written in turn with the server's answers
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_read, stdin, incoming, answers)
+            writer = anyio.Event()
+            tg.start_soon(_write, outgoing, stdout, writer)
+            try:
+                yield read_stream, write_stream
+            finally:
+                write_stream.close()  # the server is done: what is queued is written, then the writer ends
+                with anyio.move_on_after(DRAIN_SECONDS):
+                    await writer.wait()
                 tg.cancel_scope.cancel()
 
 
-async def _checked(lines: AsyncIterable[str], answers: MemoryObjectSendStream[SessionMessage]) -> AsyncIterator[str]:
-    async for line in lines:
-        if not line.strip():
-            continue
-        answer = refusal(line)
-        if answer is None:
-            yield line
-            continue
-        log.warning("refused a protocol line (%s): %.*s", answer.error.message, SHOWN_CHARS, line.strip())
-        await answers.send(SessionMessage(answer))
+async def _read(fd: int, incoming: MemoryObjectSendStream[Incoming], answers: MemoryObjectSendStream[SessionMessage]):
+    async with incoming, answers:
+        async for line, whole in _lines(fd):
+            if not line.strip():
+                continue
+            text = line.decode("utf-8", errors="replace")
+            try:
+                if not whole:
+                    await answers.send(SessionMessage(_too_long(text)))
+                    continue
+                message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+            except ValidationError as exc:
+                answer = refusal_of(text, exc)
+                log.warning("refused a protocol line (%s): %.*s", answer.error.message, SHOWN_CHARS, text.strip())
+                await answers.send(SessionMessage(answer))
+                continue
+            await incoming.send(SessionMessage(message))
 
 
-async def _forward(pending: AsyncIterable[SessionMessage], write_stream: Any) -> None:
-    async for message in pending:
-        await write_stream.send(message)
+async def _lines(fd: int) -> AsyncIterator[tuple[bytes, bool]]:
+    """The lines of fd as they arrive, without their newline (the last one even without one), each with whether it
+    is whole: a line past MAX_LINE_BYTES comes out once as its head (to find its id), the rest dropped unread."""
+    waits = _pollable(fd) or os.isatty(fd)
+    pending = bytearray()
+    scanned = 0  # pending[:scanned] holds no newline: a long line is searched once, not once per chunk
+    skipping = False  # inside a line too long to keep: drop it up to its newline
+    while chunk := await _read_some(fd, waits):
+        pending += chunk
+        while (end := pending.find(b"\n", scanned)) >= 0:
+            line = bytes(pending[:end])
+            del pending[: end + 1]
+            scanned = 0
+            if skipping:
+                skipping = False
+                continue
+            yield line, True
+        scanned = len(pending)
+        if len(pending) > MAX_LINE_BYTES:
+            if not skipping:
+                yield bytes(pending[:HEAD_OF_LONG_LINE]), False
+            skipping = True
+            pending.clear()
+            scanned = 0
+    if pending and not skipping:
+        yield bytes(pending), True
+
+
+def _too_long(head: str) -> types.JSONRPCError:
+    log.warning("refused a protocol line longer than %d bytes: %.*s", MAX_LINE_BYTES, SHOWN_CHARS, head)
+    message = (
+        f"Invalid Request: the line is longer than {MAX_LINE_BYTES // 2**20} MiB, the most the server reads; "
+        "send one JSON-RPC 2.0 object per line"
+    )
+    error = types.ErrorData(code=types.INVALID_REQUEST, message=message)
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id(head), error=error)
+
+
+async def _read_some(fd: int, waits: bool) -> bytes:
+    """What fd has to read (b"" at end of file). When fd `waits` (a pipe, socket or terminal), the loop waits for it
+    to be readable, with no worker thread; anything else (a file, /dev/null) is read at once: epoll cannot wait on
+    it, and reading it does not block."""
+    if waits:
+        await anyio.wait_readable(fd)
+    try:
+        return os.read(fd, READ_CHUNK)
+    except (BlockingIOError, InterruptedError):
+        return await _read_some(fd, waits)
+    except OSError as exc:  # the descriptor went bad under us: treat it as the client hanging up
+        log.warning("stdin failed (%s): stopping", exc)
+        return b""
+
+
+async def _write(outgoing: MemoryObjectReceiveStream[SessionMessage], fd: int, done: anyio.Event) -> None:
+    try:
+        async with outgoing:
+            async for message in outgoing:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+                try:
+                    await _write_all(fd, data)
+                except OSError as exc:  # the client stopped reading (EPIPE): drop answers until it hangs up
+                    log.warning("stdout failed (%s): answers are dropped until stdin closes", exc)
+                    async for _ in outgoing:
+                        pass
+    finally:
+        done.set()
+
+
+async def _write_all(fd: int, data: bytes) -> None:
+    """All of data to fd; on a full pipe or socket, the loop waits for room instead of blocking."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except (BlockingIOError, InterruptedError):
+            await anyio.wait_writable(fd)
+
+
+@contextmanager
+def _claimed(fd: int, mode: int) -> Iterator[int]:
+    """A private copy of fd for the protocol, with fd itself pointed elsewhere while serving (stdin at the null
+    device, stdout at stderr), as the SDK does: a step or library that touches fd 0 or 1 cannot read the protocol
+    or write into it. Writes go non-blocking on a pipe or socket, so a client slow to read never stalls the loop."""
+    try:
+        private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    except OSError:  # no usable fd (closed by whoever started us): serve it in place, as far as it goes
+        yield fd
+        return
+    diversion = os.open(os.devnull, os.O_RDONLY) if mode == os.O_RDONLY else os.dup(2)
+    os.dup2(diversion, fd)
+    os.close(diversion)
+    nonblocking = mode == os.O_WRONLY and _pollable(private) and os.get_blocking(private)
+    if nonblocking:
+        os.set_blocking(private, False)
+    try:
+        yield private
+    finally:
+        if nonblocking:
+            with suppress(OSError):
+                os.set_blocking(private, True)  # the description is shared with whoever started us
+        os.dup2(private, fd)
+
+
+def _pollable(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def refusal(line: str) -> types.JSONRPCError | None:
-    """The error answer to a line the SDK cannot take as a JSON-RPC message; None when it can."""
+    """The error answer to a line that is not a JSON-RPC message; None when it is one."""
     try:
         types.jsonrpc_message_adapter.validate_json(line, by_name=False)  # exactly what the SDK's reader does
         return None
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
+        return refusal_of(line, exc)
+
+
+def refusal_of(line: str, exc: ValidationError) -> types.JSONRPCError:
+    """The error answer to `line`, which failed to parse as a message with `exc`."""
+    first = exc.errors(include_url=False)[0]
     if first["type"] == "json_invalid" and "recursion limit" not in first["msg"]:
         code, what = types.PARSE_ERROR, f"Parse error: the line is not JSON the server reads ({first['msg']})"
     elif first["type"] == "json_invalid":
@@ -132,23 +271,3 @@ def _skip(text: str, i: int) -> int:
         i += 1
         if depth == 0:
             return i
-
-
-@contextmanager
-def _claimed_stdin() -> Iterator[Any]:
-    """Read the protocol from a private copy of fd 0, and point fd 0 at the null device while serving, as the SDK
-    does for the stdin it opens itself (it skips that for a stdin it is given): nothing else reads the protocol."""
-    try:
-        private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    except OSError:  # no usable fd 0: read what sys.stdin has
-        yield anyio.wrap_file(TextIOWrapper(os.fdopen(0, "rb", closefd=False), encoding="utf-8", errors="replace"))
-        return
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    try:
-        # closefd=False: the SDK's reader thread may still block on it after we return.
-        wire = os.fdopen(private, "rb", closefd=False)
-        yield anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8", errors="replace"))
-    finally:
-        os.dup2(private, 0)
