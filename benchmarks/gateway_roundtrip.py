@@ -1,9 +1,12 @@
 """A proxied `tool_call` round trip over stdio against calling the same upstream tool directly over stdio.
 
-The upstream is the floor server of _harness.py (a one-tool MCPServer, `echo`): once behind abilities-mcp's gateway
-(gateway.json), once started on its own. `tool_call {"tool": "floor__echo"}` goes client → abilities-mcp → the gates
-(a workflows.json with a workflow that does not match, so they are checked) → the upstream and back; the floor is
-`echo` called directly. Both stay up; their calls alternate.
+Two upstreams, each once behind abilities-mcp's gateway (gateway.json) and once started on its own:
+- the floor server of _harness.py (a one-tool MCPServer, `echo`): a tool that does no work, so the ratio is the
+  gateway's cost at its most visible;
+- the issue's own upstream, the real mcp-server-sqlite from PyPI, `read_query` on a 100-row table, when the test
+  suite has installed it in its cache (tests/upstream_servers.py; `.ci/run` runs the tests first).
+`tool_call` goes client → abilities-mcp → the gates (a workflows.json with a workflow that does not match, so they are
+checked) → the upstream and back. Each pair stays up; its calls alternate.
 
     .venv/bin/python benchmarks/gateway_roundtrip.py [--quick]
 """
@@ -12,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sqlite3
 import statistics
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from _harness import StdioClient, abilities_argv, final_line, isolated_env, log, ms, spread, write_floor_server
 from roundtrip import measure
@@ -23,15 +29,24 @@ from roundtrip import measure
 CALLS, QUICK_CALLS = 300, 30
 # The issue's goal: the gateway adds at most 30% to a call of the upstream's tool.
 GOAL = 1.3
-# Checked on every proxied call, never matching the benchmark's tool.
+# Checked on every proxied call, never matching the benchmark's tools.
 WORKFLOWS = {
     "schema-first": {
-        "description": "Look at the tables before querying them",
-        "triggers": {"tools": ["read_query"]},
+        "description": "Look at the tables before writing to them",
+        "triggers": {"tools": ["write_query"]},
         "prerequisites": [{"step": 1, "tool": "list_tables", "description": "Which tables exist"}],
         "mode": "enforce",
     }
 }
+# Where the test suite keeps mcp-server-sqlite (tests/upstream_servers.py: SQLITE, in real_clients.CACHE).
+SQLITE_SERVER = (
+    Path(os.environ.get("ABILITIES_TEST_CACHE") or Path("~/.cache/abilities-mcp-tests").expanduser())
+    / "pypi"
+    / "mcp-server-sqlite@2025.4.25"
+    / "bin"
+    / "mcp-server-sqlite"
+)
+QUERY = {"query": "SELECT * FROM orders WHERE qty > 90"}
 
 
 def main() -> None:
@@ -42,38 +57,62 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp:
         tmp_path = Path(tmp)
-        root = tmp_path / "project"
-        root.mkdir()
-        upstream = write_floor_server(tmp_path)
-        gateway = {"mcpServers": {"floor": {"command": upstream[0], "args": upstream[1:]}}}
-        (root / "gateway.json").write_text(json.dumps(gateway))
-        (root / "workflows.json").write_text(json.dumps(WORKFLOWS))
-        env = isolated_env(tmp_path / "home")
-        server = StdioClient(
-            abilities_argv(root, tmp_path / "state"), env=env, cwd=root, stderr_path=tmp_path / "server.stderr"
-        )
-        direct = StdioClient(upstream, env=env, cwd=root, stderr_path=tmp_path / "floor.stderr")
-        try:
-            for client in (server, direct):
-                client.initialize()
-            proxied_call = {"tool": "floor__echo", "arguments": {"text": "hello"}}
-            answer = server.call_tool("tool_call", proxied_call)  # starts the upstream, lists its tools
-            assert answer["content"][0]["text"] == "hello", answer
-            contenders: dict[str, Callable[[], object]] = {
-                "tool_call": lambda: server.call_tool("tool_call", proxied_call),
-                "direct echo": lambda: direct.call_tool("echo", {"text": "hello"}),
-            }
-            samples = measure(contenders, calls)
-        finally:
-            for client in (server, direct):
-                client.close()
+        pairs = [("gateway tool_call", "echo", write_floor_server(tmp_path), "echo", {"text": "hello"})]
+        if SQLITE_SERVER.exists():
+            command = [str(SQLITE_SERVER), "--db-path", str(_database(tmp_path / "shop.db"))]
+            pairs.append(("gateway tool_call sqlite", "read_query", command, "read_query", QUERY))
+        else:
+            log(f"(no mcp-server-sqlite at {SQLITE_SERVER}: run the tests once to install it; its line is skipped)")
+        results = [_compare(tmp_path / str(i), calls, *pair) for i, pair in enumerate(pairs)]
 
-    log(f"gateway round trip: {calls} calls each, alternating; upstream: a one-tool MCPServer over stdio")
-    for name, times in samples.items():
-        log(f"  {name:16} {spread(times)}")
-    added = statistics.median(samples["tool_call"]) - statistics.median(samples["direct echo"])
-    log(f"  the gateway adds {ms(added)} ms a call (medians): a second stdio hop, through the SDK's client")
-    print(final_line("gateway tool_call", samples["tool_call"], samples["direct echo"], GOAL, "calls"), flush=True)
+    log(f"gateway round trip: {calls} calls each, alternating")
+    for label, samples in results:
+        for name, times in samples.items():
+            log(f"  {name:28} {spread(times)}")
+        proxied, direct = samples.values()
+        added = statistics.median(proxied) - statistics.median(direct)
+        log(f"  {label}: the gateway adds {ms(added)} ms a call (medians)")
+    for label, samples in results:
+        proxied, direct = samples.values()
+        print(final_line(label, proxied, direct, GOAL, "calls"), flush=True)
+
+
+def _compare(
+    folder: Path, calls: int, label: str, tool: str, upstream: list[str], direct_tool: str, arguments: dict[str, Any]
+) -> tuple[str, dict[str, list[float]]]:
+    """The same tool through the gateway and directly, alternating."""
+    root = folder / "project"
+    root.mkdir(parents=True)
+    (root / "gateway.json").write_text(
+        json.dumps({"mcpServers": {"up": {"command": upstream[0], "args": upstream[1:]}}})
+    )
+    (root / "workflows.json").write_text(json.dumps(WORKFLOWS))
+    env = isolated_env(folder / "home")
+    server = StdioClient(
+        abilities_argv(root, folder / "state"), env=env, cwd=root, stderr_path=folder / "server.stderr"
+    )
+    direct = StdioClient(upstream, env=env, cwd=root, stderr_path=folder / "upstream.stderr")
+    try:
+        for client in (server, direct):
+            client.initialize()
+        proxied_call = {"tool": f"up__{tool}", "arguments": arguments}
+        answer = server.call_tool("tool_call", proxied_call)  # starts the upstream, lists its tools
+        assert answer["content"][0]["text"] == direct.call_tool(direct_tool, arguments)["content"][0]["text"], answer
+        contenders: dict[str, Callable[[], object]] = {
+            f"tool_call up__{tool}": lambda: server.call_tool("tool_call", proxied_call),
+            f"direct {direct_tool}": lambda: direct.call_tool(direct_tool, arguments),
+        }
+        return label, measure(contenders, calls)
+    finally:
+        for client in (server, direct):
+            client.close()
+
+
+def _database(path: Path) -> Path:
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT, qty INTEGER)")
+        db.executemany("INSERT INTO orders (item, qty) VALUES (?, ?)", [(f"item{i}", i) for i in range(100)])
+    return path
 
 
 if __name__ == "__main__":
