@@ -61,6 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("logs", parents=[common], help="what a run's steps printed (all that was kept)")
     p.add_argument("run_id", help="the run, as `abilities-mcp history` lists it")
     p.add_argument("step", nargs="?", help="one step (default: every step)")
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="print a running step's output as it comes, until it (or with no STEP, the run) stops running; "
+        "exit 0 completed, 1 failed, 3 cancelled or interrupted",
+    )
     p = sub.add_parser("history", parents=[common], help="list recent runs")
     p.add_argument("--limit", type=int, default=20)
     p = sub.add_parser("approve", parents=[common], help="approve the step a run waits on (at a terminal only)")

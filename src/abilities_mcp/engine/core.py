@@ -17,6 +17,7 @@ from ..abilities.checks import execution_order
 from ..abilities.inputs import resolve_inputs
 from ..abilities.models import DEFAULT_MAX_RETRIES, Ability, ScriptStep, Step
 from ..errors import DefinitionError, NextCall, Refused
+from ..state.spool import Spool, remove_spools, spool_path
 from ..state.store import RunRecord, StepRecord, Store, process_start
 from .asking import PersonSteps, question_fields
 from .control import RunControl
@@ -220,6 +221,7 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
         finally:
             if self.live.get(live.run_id) is live:
                 self.live.pop(live.run_id)
+            remove_spools(self.store.path.parent, live.run_id)  # the store has each step's head and tail now
             live.done.set()
             live.notify(f"run {live.run_id} {live.status}")
 
@@ -313,6 +315,7 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
             self.reaper.watch(pgid)
             self._step_event(live, step.id, event, pgid=pgid, **started)
 
+        spool = Spool(spool_path(self.store.path.parent, live.run_id, step.id))
         try:
             result = await run_script(
                 command,
@@ -321,10 +324,13 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
                 timeout=step_timeout(step),
                 on_start=spawned,
                 on_end=self.reaper.release,
+                spool=spool.write,
                 **needles(step),
             )
         except SpawnError as exc:
             return self._fail_unstarted(live, step.id, event, started, str(exc))
+        finally:
+            spool.close()
         problem = check_result(step, result, cwd)
         output = result.stdout.rstrip("\n")
         fields = dict(

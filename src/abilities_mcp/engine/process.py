@@ -131,10 +131,12 @@ async def run_script(
     on_end: Callable[[int], None] = lambda pgid: None,
     stdout_needles: tuple[str, ...] = (),
     stderr_needles: tuple[str, ...] = (),
+    spool: Callable[[bytes], None] = lambda chunk: None,
 ) -> ScriptResult:
     """Run `sh -c command` in its own process group; cancellation kills the group before it propagates.
 
-    `on_start(pgid)` runs once the group exists and `on_end(pgid)` once it is dead, whatever ended the step.
+    `on_start(pgid)` runs once the group exists and `on_end(pgid)` once it is dead, whatever ended the step; `spool`
+    gets both streams' chunks as they arrive (the live view `logs --follow` reads).
     """
     started = time.monotonic()
     try:
@@ -151,8 +153,8 @@ async def run_script(
     try:
         on_start(pgid)
         async with anyio.create_task_group() as readers:
-            readers.start_soon(_pump, process.stdout, out, eof[0])
-            readers.start_soon(_pump, process.stderr, err, eof[1])
+            readers.start_soon(_pump, process.stdout, out, eof[0], spool)
+            readers.start_soon(_pump, process.stderr, err, eof[1], spool)
             with anyio.move_on_after(timeout) as deadline:
                 await wait_exit(process)
             timed_out = deadline.cancelled_caught
@@ -251,7 +253,7 @@ def _spawn_problem(exc: Exception, env: dict[str, str]) -> str:
     return f"could not start the command: {exc}"
 
 
-async def _pump(pipe, capture: Capture, eof: anyio.Event) -> None:
+async def _pump(pipe, capture: Capture, eof: anyio.Event, spool: Callable[[bytes], None]) -> None:
     fd = pipe.fileno()
     os.set_blocking(fd, False)
     try:
@@ -264,6 +266,7 @@ async def _pump(pipe, capture: Capture, eof: anyio.Event) -> None:
             if not chunk:
                 return
             capture.feed(chunk)
+            spool(chunk)
     except (OSError, anyio.ClosedResourceError):
         pass
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..state.spool import remove_spools
 from ..state.store import Store
 from .machine import RunEvent, StepEvent, StepState, apply_run, apply_step
 from .process import kill_leftovers
@@ -29,5 +30,6 @@ def recover_orphans(store: Store) -> list[str]:
                     status=status,
                     error="interrupted: the server stopped while this step ran",
                 )
+        remove_spools(store.path.parent, run.run_id)  # a dead server's live views: the store has what was reported
         recovered.append(run.run_id)
     return recovered
