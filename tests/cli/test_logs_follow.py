@@ -12,12 +12,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
 import pytest
 
 from abilities_mcp.state.project import Project
 from abilities_mcp.state.spool import LIVE_BYTES, Follower, Spool, spool_path
 from abilities_mcp.state.store import Store
-from support import cli
+from support import cli, raw_server
 
 # How long any one thing the test waits for may take before the test fails instead of hanging.
 WAIT_SECONDS = 60
@@ -204,3 +205,16 @@ def test_a_reader_sees_a_restarted_spool_from_its_start_and_reads_on_after_it_is
     assert reader.read() == b"c\n"
     spool.close()
     reader.close()
+
+
+async def test_follow_shows_a_step_the_mcp_server_runs(
+    root: Path, project: Project, talker: str, gate: Path, tmp_path: Path
+) -> None:
+    async with raw_server(root, tmp_path / "server.log") as server:
+        run = await server.call_tool("ability_run", {"name": talker, "wait_seconds": 0})
+        with started(root, "logs", run["run_id"], "talk", "--follow") as follower:
+            lines = Lines(follower)
+            await anyio.to_thread.run_sync(lines.until, "first line")
+            gate.touch()
+            await anyio.to_thread.run_sync(lines.until, "--- talk failed, exit 1")
+            assert await anyio.to_thread.run_sync(follower.wait, WAIT_SECONDS) == 1
