@@ -214,6 +214,15 @@ def test_generic_words_alone_are_no_fit() -> None:
     assert names(router.route("run our team standup every day"))[:1] == ["standup"]
 
 
+def test_common_verbs_alone_are_no_fit() -> None:
+    """set, write, keep, find, explain, remove, rename, based: what a task does, not what it is about."""
+    router = Router(
+        SKILLS + [("notes", "Write and keep meeting notes; find and explain the decisions, based on the log.")]
+    )
+    assert router.route("write down where to find my keys and explain it to the kids") == []
+    assert names(router.route("write meeting notes for today's call"))[:1] == ["notes"]
+
+
 def test_a_lone_name_word_in_a_task_about_something_else_is_no_fit() -> None:
     router = Router(SKILLS + [("cloud-cost", "Analyze cloud spend and billing exports; rightsize idle resources.")])
     assert router.route("how much does it cost to replace a car battery") == []
