@@ -359,3 +359,57 @@ async def test_the_upstreams_progress_notifications_reach_the_caller_of_tool_cal
     assert not result.is_error, text(result)
     assert "Long running operation completed" in text(result)
     assert seen == [(1, 3), (2, 3), (3, 3)]  # each of the upstream's steps, as it sent them
+
+
+RELAY = r"""
+import subprocess, sys, threading
+log = open(sys.argv[1], "ab", buffering=0)
+child = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=sys.stdout.buffer)
+for line in sys.stdin.buffer:  # what the gateway sends, recorded, then passed on
+    log.write(line)
+    child.stdin.write(line)
+    child.stdin.flush()
+child.stdin.close()
+child.wait()
+"""
+
+
+async def test_a_cancelled_tool_call_cancels_the_upstream_request_and_the_gateway_keeps_serving(
+    project: Project, tmp_path: Path
+) -> None:
+    """The caller cancels tool_call (notifications/cancelled); the gateway sends the upstream notifications/cancelled
+    for the request it made, seen by a relay that records what the upstream receives."""
+    relay, sent = tmp_path / "relay.py", tmp_path / "sent.jsonl"
+    relay.write_text(RELAY)
+    entry = {"command": os.sys.executable, "args": [str(relay), str(sent), str(everything_server()), "stdio"]}
+    (project.root / "gateway.json").write_text(json.dumps({"mcpServers": {"everything": entry}}))
+
+    def received() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in sent.read_bytes().splitlines()] if sent.exists() else []
+
+    async with Client(create_server(project)) as client:
+        assert not (await tool_call(client, "everything__echo", {"message": "warm up"})).is_error
+        with anyio.CancelScope() as scope:  # the SDK's client sends notifications/cancelled when its call is cancelled
+
+            async def cancel_when_sent() -> None:
+                await until(
+                    lambda: any(
+                        m.get("params", {}).get("name") == "trigger-long-running-operation" for m in received()
+                    ),
+                    timeout=30,
+                )
+                scope.cancel()
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(cancel_when_sent)
+                await tool_call(client, "everything__trigger-long-running-operation", LONG_OPERATION)
+        long_id = next(
+            m["id"] for m in received() if m.get("params", {}).get("name") == "trigger-long-running-operation"
+        )
+        cancelled = await until(
+            lambda: [m for m in received() if m.get("method") == "notifications/cancelled"], timeout=30
+        )
+        after = await tool_call(client, "everything__echo", {"message": "after the cancel"})
+
+    assert [m["params"]["requestId"] for m in cancelled] == [long_id]
+    assert text(after).startswith("Echo: after the cancel")
