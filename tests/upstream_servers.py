@@ -19,6 +19,7 @@ from real_clients import CACHE, installed
 # mcp-server-sqlite needs the mcp 1.x SDK (as many upstream servers will): its own virtual environment.
 SQLITE = ("mcp-server-sqlite", "2025.4.25", "mcp<2")
 EVERYTHING = ("@modelcontextprotocol/server-everything", "2026.8.31", "mcp-server-everything")
+FILESYSTEM = ("@modelcontextprotocol/server-filesystem", "2026.8.31", "mcp-server-filesystem")
 REQUIRE_ENV = "ABILITIES_REQUIRE_UPSTREAMS"
 # A first install downloads the SDK and its dependencies; later runs find the environment in CACHE at once.
 INSTALL_TIMEOUT_SECONDS = 600
@@ -52,6 +53,11 @@ def sqlite_server() -> Path:
 def everything_server() -> Path:
     """The reference server with every MCP feature, from npm (pinned)."""
     return installed(EVERYTHING)
+
+
+def filesystem_server() -> Path:
+    """The reference filesystem server, from npm (pinned): it serves the folders named on its command line."""
+    return installed(FILESYSTEM)
 
 
 def _unavailable(why: str) -> None:

@@ -4,6 +4,7 @@ for a task by the skill router's engine (name and description)."""
 from __future__ import annotations
 
 import functools
+import re
 import time
 from typing import Any, NamedTuple
 
@@ -16,6 +17,9 @@ from .upstreams import UpstreamError, Upstreams
 
 # Routers kept for the tool lists seen last (one per distinct list: a server rarely sees more than a couple).
 ROUTERS_KEPT = 4
+# A search looks this many tools past its limit, so a deprecated one can give its place to the next that fits.
+DEPRECATED_SLACK = 3
+_DEPRECATED = re.compile(r"\bdeprecated\b", re.IGNORECASE)
 
 
 class Entry(NamedTuple):
@@ -113,10 +117,14 @@ class Found(NamedTuple):
 
 
 def search(listing: Listing, task: str, limit: int) -> list[Found]:
-    """The tools that fit a task, best first (the skill router over `server__tool` and the description)."""
+    """The tools that fit a task, best first (the skill router over `server__tool` and the description); a tool its
+    own description calls deprecated goes after the others that fit (server-filesystem's read_file, which says to
+    use read_text_file instead, shares all its words)."""
     by_name = {e.qualified: e for e in listing.entries}
     router = _router(tuple((e.qualified, e.description) for e in listing.entries))
-    return [Found(by_name[m.name], m.score, m.reasons) for m in router.route(task, limit)]
+    found = [Found(by_name[m.name], m.score, m.reasons) for m in router.route(task, limit + DEPRECATED_SLACK)]
+    found.sort(key=lambda f: bool(_DEPRECATED.search(f.entry.description)))  # stable: the router's order otherwise
+    return found[:limit]
 
 
 @functools.lru_cache(maxsize=ROUTERS_KEPT)
