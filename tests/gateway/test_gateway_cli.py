@@ -1,5 +1,5 @@
-"""`abilities-mcp init claude --gateway` (the project's other .mcp.json servers moved into gateway.json, `--dry-run`
-showing both diffs) and `abilities-mcp gateway list|add|remove`, all through the real command: key order and
+"""`abilities-mcp init CLIENT --gateway` (the project's other servers moved into gateway.json, in each client's
+spelling, `--dry-run` showing both diffs) and `abilities-mcp gateway list|add|remove`, all through the real command: key order and
 indentation kept, atomic writes, clear refusals that change nothing."""
 
 from __future__ import annotations
@@ -143,12 +143,108 @@ def test_mcp_json_with_comments_stops_init_gateway_naming_the_servers_to_move_by
     assert not (root / "gateway.json").exists()
 
 
-def test_gateway_is_for_claude_so_far_and_says_what_to_do_for_other_clients(root: Path) -> None:
-    done = run(root, "init", "cursor", "--command", "abilities-mcp", "--gateway")
+# Each client's own spelling of the same three servers: one stdio with an environment variable, one streamable HTTP
+# (moved, as gateway.json says them: SQLITE_MOVED, WEB), and one the gateway cannot take (it stays, with the reason).
+SQLITE_MOVED = {"command": "uvx", "args": ["mcp-server-sqlite", "--db-path", "${DB:-shop.db}"]}
+CLIENT_CONFIGS = {
+    "cursor": (
+        ".cursor/mcp.json",
+        ["mcpServers"],
+        {"sqlite": SQLITE, "web": WEB, "old": SSE},
+        {"sqlite": SQLITE, "web": WEB},
+        "old",
+        "sse",
+    ),
+    "vscode": (
+        ".vscode/mcp.json",
+        ["servers"],
+        {
+            "sqlite": {"type": "stdio", "command": "uvx", "args": ["mcp-server-sqlite", "--db-path", "${env:DB}"]},
+            "web": {
+                "type": "http",
+                "url": "https://example.org/mcp",
+                "headers": {"Authorization": "Bearer ${env:TOKEN}"},
+            },
+            "asks": {"type": "stdio", "command": "tool", "env": {"KEY": "${input:api-key}"}},
+        },
+        {
+            "sqlite": {"command": "uvx", "args": ["mcp-server-sqlite", "--db-path", "${DB}"]},
+            "web": {"type": "http", "url": "https://example.org/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+        },
+        "asks",
+        "${input:api-key}",
+    ),
+    "gemini": (
+        ".gemini/settings.json",
+        ["mcpServers"],
+        {
+            "sqlite": {**SQLITE_MOVED, "timeout": 30000, "trust": True},
+            "web": {"httpUrl": "https://example.org/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+            "picky": {"command": "tool", "includeTools": ["one"]},
+        },
+        {"sqlite": {**SQLITE_MOVED, "timeout": "30000ms"}, "web": WEB},
+        "picky",
+        "includeTools",
+    ),
+    "opencode": (
+        "opencode.json",
+        ["mcp"],
+        {
+            "sqlite": {
+                "type": "local",
+                "command": ["uvx", "mcp-server-sqlite", "--db-path", "${DB:-shop.db}"],
+                "environment": {"MODE": "ro"},
+                "enabled": True,
+            },
+            "web": {
+                "type": "remote",
+                "url": "https://example.org/mcp",
+                "headers": {"Authorization": "Bearer ${TOKEN}"},
+            },
+            "off": {"type": "local", "command": ["tool"], "enabled": False},
+        },
+        {"sqlite": {**SQLITE_MOVED, "env": {"MODE": "ro"}}, "web": {"url": WEB["url"], "headers": WEB["headers"]}},
+        "off",
+        "disabled in OpenCode",
+    ),
+}
+
+
+@pytest.mark.parametrize("client", list(CLIENT_CONFIGS))
+def test_init_gateway_moves_each_clients_servers_in_that_clients_spelling(root: Path, client: str) -> None:
+    relpath, keys, servers, moved, kept, why = CLIENT_CONFIGS[client]
+    config = root / relpath
+    config.parent.mkdir(parents=True, exist_ok=True)
+    nested: Any = servers
+    for key in reversed(keys):
+        nested = {key: nested}
+    write(config, nested)
+
+    dry = run(root, "init", client, "--command", "abilities-mcp", "--gateway", "--dry-run")
+    assert dry.returncode == 0 and not (root / "gateway.json").exists(), dry.stderr
+    assert "gateway.json" in dry.stdout and '"sqlite"' in dry.stdout
+    done = run(root, "init", client, "--command", "abilities-mcp", "--gateway")
+
+    assert done.returncode == 0, done.stderr
+    assert read(root / "gateway.json") == {"mcpServers": moved}
+    left: Any = read(config)
+    for key in keys:
+        left = left[key]
+    assert kept in left and "sqlite" not in left and "web" not in left
+    assert f"kept {kept} in {config}" in done.stdout and why in done.stdout
+    checked = run(root, "validate", "--json")
+    assert checked.returncode == 0, checked.stdout
+    again = run(root, "init", client, "--command", "abilities-mcp", "--gateway")
+    assert again.returncode == 0 and read(root / "gateway.json") == {"mcpServers": moved}  # nothing moves twice
+
+
+@pytest.mark.parametrize(("client", "why"), [("codex", "TOML"), ("desktop", "your user's")])
+def test_gateway_says_why_it_leaves_a_client_alone_and_what_to_do(root: Path, client: str, why: str) -> None:
+    done = run(root, "init", client, "--command", "abilities-mcp", "--gateway")
 
     assert done.returncode == 1
-    assert "--gateway is for claude so far" in done.stderr and "abilities-mcp gateway add" in done.stderr
-    assert not (root / ".cursor").exists()
+    assert why in done.stderr and "abilities-mcp gateway add" in done.stderr
+    assert not (root / "gateway.json").exists()
 
 
 def test_gateway_add_list_remove_edit_gateway_json_in_place(root: Path) -> None:

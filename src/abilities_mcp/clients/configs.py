@@ -113,6 +113,8 @@ def init(
     other servers into gateway.json, so they are reached only through this server's gates."""
     try:
         _check(client, name)
+        if gateway and client not in GATEWAY_CLIENTS:
+            raise ConfigError(_not_movable(client))
         argv, chosen = resolve_command(command)
         plans = PLANNERS[client](Path(project_root), name, argv, force)
         if gateway:
@@ -320,8 +322,22 @@ PLANNERS: dict[str, Callable[[Path, str, list[str], bool], list[Planned]]] = {
 
 # Moving the client's servers behind the gateway (init CLIENT --gateway).
 
-# The clients whose other servers --gateway can move: the file and the keys down to its servers' object.
-GATEWAY_CLIENTS = {"claude": (".mcp.json", ["mcpServers"])}
+# The clients whose other servers --gateway can move: their config files (the first that exists), and the keys
+# down to its servers' object. Each entry is translated into gateway.json's shape first (_translated).
+GATEWAY_CLIENTS: dict[str, tuple[tuple[str, ...], list[str]]] = {
+    "claude": ((".mcp.json",), ["mcpServers"]),
+    "cursor": ((".cursor/mcp.json",), ["mcpServers"]),
+    "vscode": ((".vscode/mcp.json",), ["servers"]),
+    "gemini": ((".gemini/settings.json",), ["mcpServers"]),
+    "opencode": (("opencode.json", "opencode.jsonc"), ["mcp"]),
+}
+# Why --gateway leaves a client alone.
+NOT_MOVABLE = {
+    "codex": "Codex keeps its servers in TOML (.codex/config.toml), which init does not rewrite",
+    "desktop": "Claude Desktop's config is your user's, not the project's, and gateway.json belongs to a project",
+}
+# VS Code variables the gateway cannot expand ("${env:VAR}" it can: it becomes "${VAR}").
+_VSCODE_VARIABLE = re.compile(r"\$\{(?!env:)[^}]*\}")
 
 
 def _behind_gateway(root: Path, client: str, name: str, plans: list[Planned], force: bool) -> list[Planned]:
@@ -329,32 +345,30 @@ def _behind_gateway(root: Path, client: str, name: str, plans: list[Planned], fo
     that cannot move (or a gateway.json that cannot take it) stops the command with nothing written."""
     from ..gateway import edits as gateway_edits
 
-    if client not in GATEWAY_CLIENTS:
-        raise ConfigError(
-            f"--gateway is for {', '.join(GATEWAY_CLIENTS)} so far; for {client}, move its servers into gateway.json "
-            "with `abilities-mcp gateway add NAME -- COMMAND ARGS...` and remove them from its config by hand"
-        )
-    relpath, keys = GATEWAY_CLIENTS[client]
-    path = root / relpath
-    index = next(i for i, p in enumerate(plans) if p.path == path)
+    relpaths, keys = GATEWAY_CLIENTS[client]
+    index = next(i for i, p in enumerate(plans) if any(p.path == root / r for r in relpaths))
     plan = plans[index]
+    path = plan.path
     data, strict = _load_json(path, plan.new) if plan.new.strip() else ({}, True)
     table: Any = data
     for key in keys:
         table = table.get(key, {}) if isinstance(table, dict) else {}
+    if client == "opencode" and isinstance(table.get("servers"), dict):  # OpenCode's V2 shape: mcp.servers
+        table = table["servers"]
     gateway_path = root / gateway_edits.FILE_NAME
     moved, notes = {}, []
     for server, entry in table.items() if isinstance(table, dict) else []:
         if server == name:
             continue
-        problems = gateway_edits.entry_problems(gateway_path, server, entry)
+        translated, why = _translated(client, entry)
+        problems = why or gateway_edits.entry_problems(gateway_path, server, translated)
         if problems:
             notes.append(
                 f"kept {server} in {path}, where the agent can still call it directly: gateway.json cannot take it "
                 f"({'; '.join(problems)})"
             )
         else:
-            moved[server] = entry
+            moved[server] = translated
     if not moved:
         plans[index] = Planned(path, plan.old, plan.new, [*plan.notes, *notes, f"no servers in {path} to move"])
         return plans
@@ -372,6 +386,74 @@ def _behind_gateway(root: Path, client: str, name: str, plans: list[Planned], fo
     )
     plans[index] = Planned(path, plan.old, json.dumps(data, indent=indent, ensure_ascii=False) + "\n", plan.notes)
     return [*plans, _plan_gateway(gateway_path, moved, force, notes)]
+
+
+def _not_movable(client: str) -> str:
+    return (
+        f"--gateway cannot move {client}'s servers: {NOT_MOVABLE.get(client, 'it has no project server list')}. "
+        "Move them into gateway.json with `abilities-mcp gateway add NAME -- COMMAND ARGS...` and remove them from "
+        "its config by hand"
+    )
+
+
+def _translated(client: str, entry: Any) -> tuple[Any, list[str]]:
+    """A client's server entry in gateway.json's shape (the .mcp.json one), or why it cannot be said there."""
+    if not isinstance(entry, dict) or client in ("claude", "cursor"):
+        return entry, []  # already that shape; gateway.json's own check names what it cannot take
+    if client == "opencode":
+        return _from_opencode(entry)
+    if client == "vscode":
+        return _from_vscode(entry)
+    return _from_gemini(entry)
+
+
+def _from_opencode(entry: dict[str, Any]) -> tuple[Any, list[str]]:
+    """{type: local, command: [argv], environment, enabled, timeout} or {type: remote, url, headers, ...}."""
+    if entry.get("enabled") is False:
+        return entry, ["it is disabled in OpenCode; enable it there first if the agent should reach it"]
+    rest = {k: v for k, v in entry.items() if k not in ("type", "command", "environment", "enabled", "url", "headers")}
+    moved: dict[str, Any] = {}
+    if isinstance(timeout := rest.pop("timeout", None), int):
+        moved["timeout"] = f"{timeout}ms"
+    if entry.get("type") == "remote":
+        moved.update(url=entry.get("url"), **({"headers": entry["headers"]} if entry.get("headers") else {}))
+    else:
+        command = entry.get("command")
+        if not (isinstance(command, list) and command and all(isinstance(c, str) for c in command)):
+            return entry, ["its command is not a list of strings"]
+        moved.update(command=command[0], args=command[1:])
+        if entry.get("environment"):
+            moved["env"] = entry["environment"]
+    return {**moved, **rest}, []  # anything else stays in, for gateway.json's check to name
+
+
+def _from_vscode(entry: dict[str, Any]) -> tuple[Any, list[str]]:
+    """{type: stdio, command, args, env, cwd, envFile} or {type: http, url, headers}; sse and inputs stay."""
+    kind = entry.get("type", "stdio" if "command" in entry else "http")
+    if kind == "sse":
+        return entry, ["it uses SSE, which the gateway does not speak; streamable HTTP or stdio can move"]
+    text = json.dumps(entry)
+    if found := sorted(set(_VSCODE_VARIABLE.findall(text))):
+        return entry, [f"it uses VS Code variables the gateway cannot expand: {', '.join(found)}"]
+    moved = json.loads(text.replace("${env:", "${"))
+    moved.pop("type", None)
+    if kind in ("http", "streamable-http"):
+        moved["type"] = "http"
+    return moved, []
+
+
+def _from_gemini(entry: dict[str, Any]) -> tuple[Any, list[str]]:
+    """{command, args, env, cwd, timeout (ms)} or {httpUrl, headers}; `url` is SSE there, and tool filters stay."""
+    if "url" in entry:
+        return entry, ["its url is an SSE endpoint in Gemini CLI, which the gateway does not speak"]
+    if filters := [k for k in ("includeTools", "excludeTools") if k in entry]:
+        return entry, [f"{' and '.join(filters)} has no equivalent in gateway.json"]
+    moved = {k: v for k, v in entry.items() if k not in ("httpUrl", "timeout", "trust", "description")}
+    if "httpUrl" in entry:
+        moved.update(type="http", url=entry["httpUrl"])
+    if isinstance(timeout := entry.get("timeout"), int):
+        moved["timeout"] = f"{timeout}ms"
+    return moved, []
 
 
 def _plan_gateway(path: Path, moved: dict[str, Any], force: bool, notes: list[str]) -> Planned:
