@@ -61,11 +61,11 @@ def test_a_stdio_and_an_http_server_are_read_with_variables_expanded(root: Path)
         ({"db": {"command": "x", "timeout": "soon"}}, "mcpServers.db.timeout", "write a duration like 500ms"),
         ({"db": {"url": "ftp://x"}}, "mcpServers.db.url", "String should match pattern '^https?://'"),
         ({"db": {"url": "http://x", "command": "y"}}, "mcpServers.db.command", "unknown key 'command'"),
-        ({"db": {"command": "x", "expose": "all"}}, "mcpServers.db.expose", "use 'none'"),
+        ({"db": {"command": "x", "expose": "some"}}, "mcpServers.db.expose", "use 'none' or 'all'"),
         ({"db": {"command": "x", "args": "--flag"}}, "mcpServers.db.args", "valid list"),
         ({"a__b": {"command": "x"}}, "mcpServers.a__b", "separates server and tool in tool names; rename it"),
     ],
-    ids=["typo", "neither-kind", "bad-duration", "not-http", "mixed-kinds", "expose-later", "args-string", "sep"],
+    ids=["typo", "neither-kind", "bad-duration", "not-http", "mixed-kinds", "expose-unknown", "args-string", "sep"],
 )
 def test_a_broken_server_is_named_with_its_field_and_fix_and_left_out(
     root: Path, servers: dict[str, Any], path: str, said: str

@@ -51,8 +51,10 @@ class _Common(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     timeout: Duration = Field(DEFAULT_TIMEOUT, description="How long one call to this server may take")  # type: ignore
-    expose: Literal["none"] = Field(
-        "none", description="none: the server's tools are reached through tool_search and tool_call only"
+    expose: Literal["none", "all"] = Field(
+        "none",
+        description="none: the server's tools are reached through tool_search and tool_call only; all: they are also "
+        "listed directly as server__tool, through the same gates",
     )
 
 
@@ -125,6 +127,7 @@ class GatewayConfig(NamedTuple):
     upstreams: dict[str, Upstream]
     problems: list[Diagnostic]
     categories: dict[str, CategoryRule] = {}  # the file's own category rules (valid ones only)
+    exposed: frozenset[str] = frozenset()  # the upstreams whose tools are listed directly (`expose: all`)
 
 
 def json_schema() -> dict[str, Any]:
@@ -143,7 +146,7 @@ def read_gateway(path: Path, root: Path, environ: dict[str, str] | None = None) 
     misnamed = {p.path.removeprefix("mcpServers.") for p in problems}
     categories = _categories(data) if not any(p.path.startswith("categories") for p in problems) else {}
     env = dict(os.environ if environ is None else environ)
-    upstreams = {}
+    upstreams, exposed = {}, set()
     for name, raw in _servers(data).items():
         if name in misnamed:
             continue
@@ -154,7 +157,9 @@ def read_gateway(path: Path, root: Path, environ: dict[str, str] | None = None) 
         problems += wrong
         if entry is not None and not wrong:
             upstreams[name] = _upstream(name, entry, root, env)
-    return GatewayConfig(upstreams, problems, categories)
+            if entry.expose == "all":  # not part of Upstream: changing it must not restart the connection
+                exposed.add(name)
+    return GatewayConfig(upstreams, problems, categories, frozenset(exposed))
 
 
 def _categories(data: Any) -> dict[str, CategoryRule]:

@@ -118,7 +118,12 @@ def create_server(
     add_skill_tools(server, catalog.skillset)
     add_workflow_tools(server, catalog.workflows, session_ttl)
     if gateway.file.exists():  # the gateway's tools only for a project that has one (tools/list stays short)
+        from .exposed import ExposedTools
         from .gateway_tools import add_gateway_tools
 
         add_gateway_tools(server, gateway, catalog.workflows, session_ttl)
+        own = {tool.name for tool in server._tool_manager.list_tools()}
+        server._lowlevel_server.middleware.append(
+            ExposedTools(gateway, catalog.workflows, session_ttl, own)
+        )  # no public add
     return server

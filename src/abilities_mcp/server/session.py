@@ -37,6 +37,7 @@ class Session:
     default_session_id: str
     upstreams: Upstreams | None = None  # the gateway's connections (gateway/upstreams.py)
     forms_work: bool = True  # cleared when this client failed a form: its runs wait for the terminal command
+    exposed_servers: set[str] | None = None  # the exposed upstreams when this client last listed (server/exposed.py)
     # The client process that started this server, to claim only the calls its own hook announced.
     client: Client = field(default_factory=lambda: client_of(os.getpid()))
     _claimed: OrderedDict[Any, str | None] = field(default_factory=OrderedDict)
