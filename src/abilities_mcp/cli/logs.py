@@ -28,15 +28,10 @@ def logs(project: Project, args: argparse.Namespace) -> int:
             return 130
     store = Store(project.state_db)
     try:
-        record = store.get_run(args.run_id)
+        record = _asked_for(store, args)
         if record is None:
-            print(f"abilities-mcp: no run {args.run_id!r}; `abilities-mcp history` lists the runs", file=sys.stderr)
             return 2
         steps = record.steps if args.step is None else [s for s in record.steps if s.step_id == args.step]
-        if not steps:
-            known = ", ".join(s.step_id for s in record.steps)
-            print(f"abilities-mcp: run {record.run_id} has no step {args.step!r}; its steps: {known}", file=sys.stderr)
-            return 2
         for step in steps:
             print(
                 f"=== {step.step_id} ({step.type}, {step.status}"
@@ -59,19 +54,27 @@ def logs(project: Project, args: argparse.Namespace) -> int:
         store.close()
 
 
+def _asked_for(store: Store, args: argparse.Namespace) -> RunRecord | None:
+    """The run named (with the step named, if one is), or None once the person is told what exists."""
+    record = store.get_run(args.run_id)
+    if record is None:
+        print(f"abilities-mcp: no run {args.run_id!r}; `abilities-mcp history` lists the runs", file=sys.stderr)
+        return None
+    if args.step is not None and all(s.step_id != args.step for s in record.steps):
+        known = ", ".join(s.step_id for s in record.steps)
+        print(f"abilities-mcp: run {record.run_id} has no step {args.step!r}; its steps: {known}", file=sys.stderr)
+        return None
+    return record
+
+
 def follow(project: Project, args: argparse.Namespace) -> int:
     """Print a step's (or, with no STEP, each step's) output as it arrives until it stops running; the exit code
     says how it ended: 0 completed or skipped (or the run waits for a person or the agent), 1 failed, 3 cancelled or
     interrupted."""
     store = Store(project.state_db)
     try:
-        record = store.get_run(args.run_id)
+        record = _asked_for(store, args)
         if record is None:
-            print(f"abilities-mcp: no run {args.run_id!r}; `abilities-mcp history` lists the runs", file=sys.stderr)
-            return 2
-        if args.step is not None and all(s.step_id != args.step for s in record.steps):
-            known = ", ".join(s.step_id for s in record.steps)
-            print(f"abilities-mcp: run {record.run_id} has no step {args.step!r}; its steps: {known}", file=sys.stderr)
             return 2
         shown: set[str] = set()
         while True:
