@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from support import REPO
+from upstream_servers import sqlite_server
 
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 # The first run downloads the Inspector through npx; later runs take a couple of seconds.
@@ -143,3 +145,38 @@ def test_the_inspector_s_strict_schema_check_finds_nothing_to_warn_about(npx: st
     )
     assert result.returncode == 0, result.stderr
     assert "Warning: tool" not in result.stderr, result.stderr
+
+
+def test_the_inspector_lists_and_calls_an_exposed_upstream_tool_through_the_gates(npx: str, root: Path) -> None:
+    """gateway.json `expose: all` over stdio: the real mcp-server-sqlite's tools in tools/list, and a gated one
+    called directly, its prerequisite run by the gateway first."""
+    database = root / "shop.db"
+    with sqlite3.connect(database) as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        db.execute("INSERT INTO users (name) VALUES ('ada')")
+    upstream = {"command": str(sqlite_server()), "args": ["--db-path", str(database)], "expose": "all"}
+    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"sqlite": upstream}}))
+    gate = {
+        "description": "tables first",
+        "triggers": {"tools": ["read_query"]},
+        "mode": "enforce",
+        "prerequisites": [{"step": 1, "tool": "list_tables", "description": "which tables exist"}],
+    }
+    (root / "workflows.json").write_text(json.dumps({"tables-first": gate}))
+
+    tools = {t["name"] for t in inspect(npx, root, "--method", "tools/list")["tools"]}
+    called = inspect(
+        npx,
+        root,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "sqlite__read_query",
+        "--tool-arg",
+        "query=SELECT name FROM users",
+    )
+
+    assert {"sqlite__read_query", "sqlite__list_tables", "tool_call"} <= tools
+    assert called["isError"] is False, called
+    texts = " ".join(block.get("text", "") for block in called["content"])
+    assert "ada" in texts and "[gateway] ran first: sqlite__list_tables" in texts
