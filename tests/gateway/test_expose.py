@@ -17,6 +17,7 @@ from test_sqlite_gates import SAFE_QUERY, recorded, text, write_project
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.project import Project
 from support import until
+from upstream_servers import everything_server
 
 
 def expose(root: Path, value: str) -> None:
@@ -111,3 +112,20 @@ async def test_the_client_is_told_when_gateway_json_stops_exposing_a_server(
 
     assert len(changed) == 1
     assert not any(name.startswith("sqlite__") for name in tools)
+
+
+async def test_an_exposed_tools_progress_reaches_its_caller(project: Project) -> None:
+    server = {"command": str(everything_server()), "args": ["stdio"], "expose": "all"}
+    (project.root / "gateway.json").write_text(json.dumps({"mcpServers": {"everything": server}}))
+    seen: list[tuple[float, float | None]] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append((value, total))
+
+    async with Client(create_server(project), mode="legacy") as c:
+        result = await c.call_tool(
+            "everything__trigger-long-running-operation", {"duration": 1, "steps": 3}, progress_callback=progress
+        )
+
+    assert not result.is_error, text(result)
+    assert seen == [(1, 3), (2, 3), (3, 3)]

@@ -101,11 +101,8 @@ class ExposedTools:
             return _refused("this server has no gateway connections")
         proxy = Proxy(self.gateway, self.workflows, session.upstreams, SessionState(session.store, self.ttl))
         session_id = session.session_id(SimpleNamespace(request_context=ctx))
-        token = (
-            (ctx.meta or {}).get("progressToken")
-            if isinstance(ctx.meta, dict)
-            else getattr(ctx.meta, "progress_token", None)
-        )
+        meta = ctx.meta if isinstance(ctx.meta, dict) else {}
+        token = meta.get("progress_token", meta.get("progressToken"))  # the SDK's name for it, or the wire's
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
             if token is not None:
