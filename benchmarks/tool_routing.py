@@ -4,18 +4,26 @@ keyword-overlap router on the same tools (the floor), interleaved.
 
     .venv/bin/python benchmarks/tool_routing.py [--quick]
 
-The tools: 48 real tools (mcp-server-sqlite, server-everything, server-filesystem, GitHub, Playwright, Slack, the
-seed's docs and reasoning servers), each copied onto servers named after them with a suffix until there are 2,000,
-so names and descriptions repeat as they do when several instances of a server are configured. The MCP round trip
-is not timed here (see gateway_roundtrip.py); the index build is reported apart.
+Quality: tool_eval/tasks.yaml's labeled tasks (dev and test alternate; tune on dev only) routed over the 118
+real tools of 15 servers in tool_eval/tools.json, as their tools/list gave them: top-1 and top-3 (of tasks some
+tool does), no-match recall and precision (of tasks no tool does), for tool_search and the keyword baseline.
+
+Speed: those real tools, copied onto servers named after them with a suffix until there are 2,000, so names and
+descriptions repeat as they do when several instances of a server are configured. The MCP round trip is not timed
+here (see gateway_roundtrip.py); the index build is reported apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import yaml
 
 from _harness import log, ms, spread
 from abilities_mcp.gateway.directory import Entry, Listing, search
@@ -28,123 +36,49 @@ ROUNDS, QUICK_ROUNDS = 20, 2
 BUILDS, QUICK_BUILDS = 3, 1
 LIMIT = 5
 SUFFIXES = ("prod", "staging", "eu", "us", "team", "legacy", "next", "local", "cloud", "internal", "ci", "archive")
-# (server, tool, description) as the servers list them.
+EVAL = Path(__file__).resolve().parent / "tool_eval"
+# The real servers' tool lists as tools/list gave them (tool_eval/list_tools.py regenerates it).
 REAL = [
-    ("sqlite", "read_query", "Execute a SELECT query on the SQLite database"),
-    ("sqlite", "write_query", "Execute an INSERT, UPDATE, or DELETE query on the SQLite database"),
-    ("sqlite", "create_table", "Create a new table in the SQLite database"),
-    ("sqlite", "list_tables", "List all tables in the SQLite database"),
-    ("sqlite", "describe_table", "Get the schema information for a specific table"),
-    ("sqlite", "append_insight", "Add a business insight to the memo"),
-    ("everything", "echo", "Echoes back the input string"),
-    ("everything", "get-sum", "Returns the sum of two numbers"),
-    ("everything", "get-env", "Returns all environment variables, helpful for debugging MCP server configuration"),
-    ("everything", "get-tiny-image", "Returns a tiny MCP logo image."),
-    ("everything", "trigger-long-running-operation", "Demonstrates a long running operation with progress updates."),
-    ("everything", "gzip-file-as-resource", "Compresses a single file using gzip compression."),
-    ("everything", "get-structured-content", "Returns structured content along with an output schema"),
-    ("fs", "read_text_file", "Read the complete contents of a file from the file system as text"),
-    ("fs", "write_file", "Create a new file or completely overwrite an existing file with new content"),
-    ("fs", "edit_file", "Make line-based edits to a text file, returning a git-style diff"),
-    ("fs", "list_directory", "Get a detailed listing of all files and directories in a specified path"),
-    ("fs", "directory_tree", "Get a recursive tree view of files and directories as a JSON structure"),
-    ("fs", "move_file", "Move or rename files and directories"),
-    ("fs", "search_files", "Recursively search for files and directories matching a pattern"),
-    ("fs", "get_file_info", "Retrieve detailed metadata about a file or directory: size, times, permissions"),
-    ("github", "create_issue", "Create a new issue in a GitHub repository"),
-    ("github", "list_issues", "List issues in a GitHub repository with filtering options"),
-    ("github", "create_pull_request", "Create a new pull request in a GitHub repository"),
-    ("github", "get_pull_request", "Get details of a specific pull request"),
-    ("github", "merge_pull_request", "Merge a pull request"),
-    ("github", "search_code", "Search for code across GitHub repositories"),
-    ("github", "get_file_contents", "Get the contents of a file or directory from a GitHub repository"),
-    ("github", "create_branch", "Create a new branch in a GitHub repository"),
-    ("github", "list_commits", "Get list of commits of a branch in a GitHub repository"),
-    ("playwright", "browser_navigate", "Navigate to a URL"),
-    ("playwright", "browser_click", "Perform click on a web page"),
-    ("playwright", "browser_type", "Type text into editable element"),
-    ("playwright", "browser_take_screenshot", "Take a screenshot of the current page"),
-    ("playwright", "browser_snapshot", "Capture accessibility snapshot of the current page"),
-    ("playwright", "browser_fill_form", "Fill multiple form fields"),
-    ("slack", "slack_post_message", "Post a new message to a Slack channel"),
-    ("slack", "slack_list_channels", "List public channels in the workspace"),
-    ("slack", "slack_get_channel_history", "Get recent messages from a channel"),
-    ("slack", "slack_reply_to_thread", "Reply to a specific message thread in Slack"),
-    ("docs", "resolve-library-id", "Resolves a package name to a library ID for fetching its documentation"),
-    ("docs", "get-library-docs", "Fetches up-to-date documentation for a library"),
-    ("reasoning", "sequentialthinking", "A detailed tool for dynamic and reflective problem-solving through thoughts"),
-    ("graphql", "introspect-schema", "Introspect the GraphQL schema of the endpoint"),
-    ("graphql", "query-graphql", "Run a GraphQL query against the endpoint"),
-    ("postgres", "query", "Run a read-only SQL query against the Postgres database"),
-    ("memory", "create_entities", "Create multiple new entities in the knowledge graph"),
-    ("memory", "search_nodes", "Search for nodes in the knowledge graph based on a query"),
+    Entry(server["server"], tool["name"], tool["description"], tool["inputSchema"])
+    for server in json.loads((EVAL / "tools.json").read_text())
+    for tool in server["tools"]
 ]
-# Tasks as people type them, each with the tools that would do it (any of them counts), written from the tools'
-# purposes before measuring; split alternately into dev (routing may be tuned on it) and test (held out).
-LABELED = [
-    ("run a SQL query on the database", "sqlite__read_query postgres__query"),
-    ("which tables exist", "sqlite__list_tables"),
-    ("show me the columns of the orders table", "sqlite__describe_table"),
-    ("echo my message back", "everything__echo"),
-    ("add two numbers", "everything__get-sum"),
-    ("read the README file", "fs__read_text_file github__get_file_contents"),
-    ("overwrite config.yaml with new settings", "fs__write_file"),
-    ("list the files in the src folder", "fs__list_directory fs__directory_tree"),
-    ("rename a file", "fs__move_file"),
-    ("open an issue about the crash", "github__create_issue"),
-    ("create a pull request for this branch", "github__create_pull_request"),
-    ("merge the PR", "github__merge_pull_request"),
-    ("search the code for the parser", "github__search_code"),
-    ("go to the login page in the browser", "playwright__browser_navigate"),
-    ("click the submit button", "playwright__browser_click"),
-    ("take a screenshot of the page", "playwright__browser_take_screenshot"),
-    ("post a message to the team channel", "slack__slack_post_message"),
-    ("what did people say in the channel today", "slack__slack_get_channel_history"),
-    ("find the docs for the react library", "docs__get-library-docs docs__resolve-library-id"),
-    ("think step by step about the design", "reasoning__sequentialthinking"),
-    ("introspect the graphql schema", "graphql__introspect-schema"),
-    ("compress the log file", "everything__gzip-file-as-resource"),
-    ("what environment variables does the server see", "everything__get-env"),
-    ("remember that the customer prefers email", "memory__create_entities"),
-    ("insert a new row into the customers table", "sqlite__write_query"),
-    ("make a table for invoices", "sqlite__create_table"),
-    ("note down the insight that churn rose in march", "sqlite__append_insight"),
-    ("what's in docs/setup.md", "fs__read_text_file github__get_file_contents"),
-    ("replace the word foo with bar on line 12 of app.py", "fs__edit_file"),
-    ("show the whole folder structure as a tree", "fs__directory_tree"),
-    ("how big is data.csv and when was it last modified", "fs__get_file_info"),
-    ("find all the yaml files under config", "fs__search_files"),
-    ("which issues are open on the repo", "github__list_issues"),
-    ("start a new branch called fix-login", "github__create_branch"),
-    ("show the recent commits on main", "github__list_commits"),
-    ("what changed in pull request 42", "github__get_pull_request"),
-    ("type my email into the username field", "playwright__browser_type"),
-    ("fill in the signup form with test data", "playwright__browser_fill_form"),
-    ("reply in the thread under alice's message", "slack__slack_reply_to_thread"),
-    ("which slack channels do we have", "slack__slack_list_channels"),
-    ("run this graphql query for the user's orders", "graphql__query-graphql"),
-    ("query the postgres db for last week's signups", "postgres__query"),
-    ("look up what we know about the acme account in the knowledge graph", "memory__search_nodes"),
-    ("get a small test image", "everything__get-tiny-image"),
-    ("return some structured content with a schema", "everything__get-structured-content"),
-    ("simulate a long task and report its progress", "everything__trigger-long-running-operation"),
-    ("get the contents of src/main.py from the github repo", "github__get_file_contents"),
-    ("capture the accessibility tree of the current page", "playwright__browser_snapshot"),
-    ("what's the schema of the users table", "sqlite__describe_table"),
-    ("fetch the up to date nextjs docs", "docs__get-library-docs"),
-]
+# (task, the tools that would do it: any of them counts, or none when no tool does); dev and test alternate.
+LABELED = [(task, set((expect or "").split())) for task, expect in yaml.safe_load((EVAL / "tasks.yaml").read_text())]
 TASKS = [task for task, _ in LABELED]
 
 
-def quality(route: Callable[[str], list[str]]) -> dict[str, tuple[float, float]]:
-    """(top-1, top-3) per split and over all, of a router naming tools best first."""
-    found: dict[str, list[tuple[bool, bool]]] = {"dev": [], "test": [], "all": []}
-    for i, (task, right) in enumerate(LABELED):
-        names, wanted = route(task)[:3], set(right.split())
-        hit = (bool(names) and names[0] in wanted, bool(wanted & set(names)))
-        found["dev" if i % 2 == 0 else "test"].append(hit)
-        found["all"].append(hit)
-    return {k: (sum(a for a, _ in v) / len(v), sum(b for _, b in v) / len(v)) for k, v in found.items()}
+class Quality(NamedTuple):
+    """A router's figures on one split."""
+
+    top1: float  # of tasks some tool does, the share whose first tool is one of them
+    top3: float  # ... the share with one of them among the first three
+    nm_recall: float  # of tasks no tool does, the share that got no tool
+    nm_precision: float  # of tasks that got no tool, the share no tool does
+    tasks: int
+
+
+def quality(route: Callable[[str], list[str]]) -> dict[str, Quality]:
+    """A router's figures per split and over all, for a router naming tools best first."""
+    split: dict[str, list[tuple[set[str], list[str]]]] = {"dev": [], "test": [], "all": []}
+    for i, (task, wanted) in enumerate(LABELED):
+        names = route(task)[:3]
+        split["dev" if i % 2 == 0 else "test"].append((wanted, names))
+        split["all"].append((wanted, names))
+    return {k: _figures(v) for k, v in split.items()}
+
+
+def _figures(routed: list[tuple[set[str], list[str]]]) -> Quality:
+    some = [(w, n) for w, n in routed if w]
+    none = [n for w, n in routed if not w]
+    declined = [w for w, n in routed if not n]
+    return Quality(
+        top1=sum(bool(n) and n[0] in w for w, n in some) / len(some),
+        top3=sum(bool(w & set(n)) for w, n in some) / len(some),
+        nm_recall=sum(not n for n in none) / len(none) if none else 1.0,
+        nm_precision=sum(not w for w in declined) / len(declined) if declined else 1.0,
+        tasks=len(routed),
+    )
 
 
 def tools(count: int) -> list[Entry]:
@@ -152,11 +86,8 @@ def tools(count: int) -> list[Entry]:
     found: list[Entry] = []
     copy = 0
     while len(found) < count:
-        for server, name, description in REAL:
-            suffix = f"-{SUFFIXES[copy % len(SUFFIXES)]}-{copy // len(SUFFIXES)}" if copy else ""
-            found.append(Entry(f"{server}{suffix}", name, description, {"type": "object"}))
-            if len(found) == count:
-                break
+        suffix = f"-{SUFFIXES[copy % len(SUFFIXES)]}-{copy // len(SUFFIXES)}" if copy else ""
+        found += [e._replace(server=f"{e.server}{suffix}") for e in REAL[: count - len(found)]]
         copy += 1
     return found
 
@@ -197,21 +128,26 @@ def main() -> None:
     log(f"  keyword floor   {spread(floor)}")
     for task in TASKS[:3]:
         log(f"  {task!r}: {[f.entry.qualified for f in search(listing, task, 3)]}")
-    real = tools(len(REAL))  # each real tool once: the eval's labels name them
-    real_listing = Listing(real, time.time(), [], {})
-    real_baseline = Baseline([(e.qualified, e.description) for e in real])
+    real_listing = Listing(REAL, time.time(), [], {})
+    real_baseline = Baseline([(e.qualified, e.description) for e in REAL])
     ranked = {
         "tool_search": quality(lambda task: [f.entry.qualified for f in search(real_listing, task, 3)]),
         "keyword baseline": quality(lambda task: real_baseline.route(task, 3)),
     }
-    log(f"tool routing quality: {len(LABELED)} labeled tasks over the {len(REAL)} real tools (dev / test alternate)")
+    servers = len({e.server for e in REAL})
+    log(f"tool routing quality: {len(LABELED)} labeled tasks over {len(REAL)} real tools of {servers} servers")
     for name, figures in ranked.items():
-        log(f"  {name:16} " + "  ".join(f"{k} top-1 {t1:.2f} top-3 {t3:.2f}" for k, (t1, t3) in figures.items()))
+        for split, q in figures.items():
+            log(
+                f"  {name:16} {split:4} ({q.tasks:3} tasks) top-1 {q.top1:.3f} top-3 {q.top3:.3f} "
+                f"no-match recall {q.nm_recall:.3f} precision {q.nm_precision:.3f}"
+            )
     mine, base = statistics.median(ours), statistics.median(floor)
-    (t1, t3), (b1, b3) = ranked["tool_search"]["all"], ranked["keyword baseline"]["all"]
+    ours_all, base_all = ranked["tool_search"]["all"], ranked["keyword baseline"]["all"]
     print(
-        f"tool routing quality: top-1 {t1:.2f} top-3 {t3:.2f} on {len(LABELED)} tasks over {len(REAL)} real tools "
-        f"(keyword baseline top-1 {b1:.2f} top-3 {b3:.2f})",
+        f"tool routing quality: top-1 {ours_all.top1:.2f} top-3 {ours_all.top3:.2f} no-match recall "
+        f"{ours_all.nm_recall:.2f} on {len(LABELED)} tasks over {len(REAL)} real tools (keyword baseline top-1 "
+        f"{base_all.top1:.2f} top-3 {base_all.top3:.2f} no-match recall {base_all.nm_recall:.2f})",
         flush=True,
     )
     print(
