@@ -203,7 +203,7 @@ CLIENT_CONFIGS = {
             },
             "off": {"type": "local", "command": ["tool"], "enabled": False},
         },
-        {"sqlite": {**SQLITE_MOVED, "env": {"MODE": "ro"}}, "web": {"url": WEB["url"], "headers": WEB["headers"]}},
+        {"sqlite": {**SQLITE_MOVED, "env": {"MODE": "ro"}}, "web": WEB},
         "off",
         "disabled in OpenCode",
     ),
@@ -238,7 +238,7 @@ def test_init_gateway_moves_each_clients_servers_in_that_clients_spelling(root: 
     assert again.returncode == 0 and read(root / "gateway.json") == {"mcpServers": moved}  # nothing moves twice
 
 
-@pytest.mark.parametrize(("client", "why"), [("codex", "TOML"), ("desktop", "your user's")])
+@pytest.mark.parametrize(("client", "why"), [("desktop", "your user's")])
 def test_gateway_says_why_it_leaves_a_client_alone_and_what_to_do(root: Path, client: str, why: str) -> None:
     done = run(root, "init", client, "--command", "abilities-mcp", "--gateway")
 

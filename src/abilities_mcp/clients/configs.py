@@ -27,6 +27,7 @@ from ..errors import AbilitiesError
 from ..prerequisites.edits import indentation, write_atomically
 from ..prerequisites.workflows import parse_json
 from .hook import event_name
+from .toml_text import without_table
 
 CLIENTS = ["claude", "opencode", "cursor", "vscode", "codex", "gemini", "desktop"]
 # Claude Code's rule for server names; 40 keeps `mcp__NAME__ability_step_complete` within the API's 64-char limit.
@@ -330,12 +331,21 @@ GATEWAY_CLIENTS: dict[str, tuple[tuple[str, ...], list[str]]] = {
     "vscode": ((".vscode/mcp.json",), ["servers"]),
     "gemini": ((".gemini/settings.json",), ["mcpServers"]),
     "opencode": (("opencode.json", "opencode.jsonc"), ["mcp"]),
+    "codex": ((".codex/config.toml",), ["mcp_servers"]),
 }
 # Why --gateway leaves a client alone.
 NOT_MOVABLE = {
-    "codex": "Codex keeps its servers in TOML (.codex/config.toml), which init does not rewrite",
     "desktop": "Claude Desktop's config is your user's, not the project's, and gateway.json belongs to a project",
 }
+# Codex server keys gateway.json has nothing for: that server stays in config.toml.
+CODEX_KEPT = ("enabled_tools", "disabled_tools", "scopes", "oauth_resource", "oauth")
+# Codex's ways to send HTTP headers, all folded into gateway.json's `headers`.
+CODEX_HEADERS = {"http_headers", "env_http_headers", "bearer_token_env_var"}
+# OpenCode's variables: {env:VAR} the gateway says ${VAR}; {file:PATH} it has nothing for.
+_OPENCODE_ENV = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_OPENCODE_FILE = re.compile(r"\{file:[^}]*\}")
+# Gemini CLI's $VAR in env values (its ${VAR} is the gateway's too).
+_GEMINI_BARE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 # VS Code variables the gateway cannot expand ("${env:VAR}" it can: it becomes "${VAR}").
 _VSCODE_VARIABLE = re.compile(r"\$\{(?!env:)[^}]*\}")
 
@@ -348,14 +358,13 @@ def _behind_gateway(root: Path, client: str, name: str, plans: list[Planned], fo
     relpaths, keys = GATEWAY_CLIENTS[client]
     index = next(i for i, p in enumerate(plans) if any(p.path == root / r for r in relpaths))
     plan = plans[index]
-    path = plan.path
-    data, strict = _load_json(path, plan.new) if plan.new.strip() else ({}, True)
+    path, gateway_path = plan.path, root / gateway_edits.FILE_NAME
+    data, strict = _servers_file(client, path, plan.new)
     table: Any = data
     for key in keys:
         table = table.get(key, {}) if isinstance(table, dict) else {}
     if client == "opencode" and isinstance(table.get("servers"), dict):  # OpenCode's V2 shape: mcp.servers
         table = table["servers"]
-    gateway_path = root / gateway_edits.FILE_NAME
     moved, notes = {}, []
     for server, entry in table.items() if isinstance(table, dict) else []:
         if server == name:
@@ -363,29 +372,58 @@ def _behind_gateway(root: Path, client: str, name: str, plans: list[Planned], fo
         translated, why = _translated(client, entry)
         problems = why or gateway_edits.entry_problems(gateway_path, server, translated)
         if problems:
-            notes.append(
-                f"kept {server} in {path}, where the agent can still call it directly: gateway.json cannot take it "
-                f"({'; '.join(problems)})"
-            )
+            notes.append(_stays(server, path, f"gateway.json cannot take it ({'; '.join(problems)})"))
         else:
             moved[server] = translated
+    new = _toml_without(path, plan.new, moved, notes) if client == "codex" else plan.new
     if not moved:
-        plans[index] = Planned(path, plan.old, plan.new, [*plan.notes, *notes, f"no servers in {path} to move"])
+        plans[index] = Planned(path, plan.old, new, [*plan.notes, *notes, f"no servers in {path} to move"])
         return plans
     if not strict:
         raise ConfigError(
             f"{path} has comments or trailing commas, which a rewrite would lose, so init changed nothing; move "
             f"these servers into gateway.json by hand and delete them there: {', '.join(moved)}"
         )
-    for server in moved:
-        del table[server]
-    indent = indentation(plan.old) if plan.old else 2
+    if client != "codex":
+        for server in moved:
+            del table[server]
+        new = json.dumps(data, indent=indentation(plan.old) if plan.old else 2, ensure_ascii=False) + "\n"
     notes.append(
         f"moved {', '.join(moved)} from {path} to {gateway_path}: the agent reaches them through {name}'s "
         "tool_search and tool_call, behind the workflows' gates; restart the client to load the change"
     )
-    plans[index] = Planned(path, plan.old, json.dumps(data, indent=indent, ensure_ascii=False) + "\n", plan.notes)
+    plans[index] = Planned(path, plan.old, new, plan.notes)
     return [*plans, _plan_gateway(gateway_path, moved, force, notes)]
+
+
+def _servers_file(client: str, path: Path, text: str) -> tuple[dict, bool]:
+    """The client's config as data, and whether a rewrite keeps everything (JSON without comments; TOML is edited
+    as text, so always)."""
+    if not text.strip():
+        return {}, True
+    if client == "codex":
+        try:
+            return tomllib.loads(text), True
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}; fix the syntax there, nothing was changed") from None
+    return _load_json(path, text)
+
+
+def _toml_without(path: Path, text: str, moved: dict[str, Any], notes: list[str]) -> str:
+    """Codex's config.toml without the moved servers' tables, every other byte kept; a server written otherwise
+    (an inline table, dotted keys) stays, out of `moved`, with a note."""
+    for server in list(moved):
+        left = without_table(text, ["mcp_servers", server])
+        if left is None:
+            del moved[server]
+            notes.append(_stays(server, path, f"init removes only a [mcp_servers.{server}] table; move it by hand"))
+        else:
+            text = left
+    return text
+
+
+def _stays(server: str, path: Path, why: str) -> str:
+    return f"kept {server} in {path}, where the agent can still call it directly: {why}"
 
 
 def _not_movable(client: str) -> str:
@@ -404,27 +442,30 @@ def _translated(client: str, entry: Any) -> tuple[Any, list[str]]:
         return _from_opencode(entry)
     if client == "vscode":
         return _from_vscode(entry)
+    if client == "codex":
+        return _from_codex(entry)
     return _from_gemini(entry)
 
 
 def _from_opencode(entry: dict[str, Any]) -> tuple[Any, list[str]]:
-    """{type: local, command: [argv], environment, enabled, timeout} or {type: remote, url, headers, ...}."""
-    if entry.get("enabled") is False:
+    """{type: local, command: [argv], environment, cwd} or {type: remote, url, headers}; {env:VAR} becomes ${VAR}.
+    `timeout` is how long OpenCode waits for the tool list, not for a call, so it is dropped, as are V2's
+    `codemode` and `protocol`; disabled servers and {file:...} values stay."""
+    if entry.get("enabled") is False or entry.get("disabled") is True:
         return entry, ["it is disabled in OpenCode; enable it there first if the agent should reach it"]
-    rest = {k: v for k, v in entry.items() if k not in ("type", "command", "environment", "enabled", "url", "headers")}
-    moved: dict[str, Any] = {}
-    if isinstance(timeout := rest.pop("timeout", None), int):
-        moved["timeout"] = f"{timeout}ms"
+    text = json.dumps(entry)
+    if found := sorted(set(_OPENCODE_FILE.findall(text))):
+        return entry, [f"it reads files the gateway cannot: {', '.join(found)}"]
+    entry = json.loads(_OPENCODE_ENV.sub(r"${\1}", text))
+    dropped = ("type", "command", "environment", "enabled", "disabled", "timeout", "codemode", "protocol")
+    rest = {k: v for k, v in entry.items() if k not in dropped}
     if entry.get("type") == "remote":
-        moved.update(url=entry.get("url"), **({"headers": entry["headers"]} if entry.get("headers") else {}))
-    else:
-        command = entry.get("command")
-        if not (isinstance(command, list) and command and all(isinstance(c, str) for c in command)):
-            return entry, ["its command is not a list of strings"]
-        moved.update(command=command[0], args=command[1:])
-        if entry.get("environment"):
-            moved["env"] = entry["environment"]
-    return {**moved, **rest}, []  # anything else stays in, for gateway.json's check to name
+        return {"type": "http", **rest}, []  # url, headers; anything else stays in, for gateway.json's check to name
+    command = entry.get("command")
+    if not (isinstance(command, list) and command and all(isinstance(c, str) for c in command)):
+        return entry, ["its command is not a list of strings"]
+    moved = {"command": command[0], "args": command[1:], **rest}
+    return {**moved, "env": entry["environment"]} if entry.get("environment") else moved, []
 
 
 def _from_vscode(entry: dict[str, Any]) -> tuple[Any, list[str]]:
@@ -437,9 +478,7 @@ def _from_vscode(entry: dict[str, Any]) -> tuple[Any, list[str]]:
         return entry, [f"it uses VS Code variables the gateway cannot expand: {', '.join(found)}"]
     moved = json.loads(text.replace("${env:", "${"))
     moved.pop("type", None)
-    if kind in ("http", "streamable-http"):
-        moved["type"] = "http"
-    return moved, []
+    return ({"type": "http", **moved} if kind in ("http", "streamable-http") else moved), []
 
 
 def _from_gemini(entry: dict[str, Any]) -> tuple[Any, list[str]]:
@@ -450,10 +489,37 @@ def _from_gemini(entry: dict[str, Any]) -> tuple[Any, list[str]]:
         return entry, [f"{' and '.join(filters)} has no equivalent in gateway.json"]
     moved = {k: v for k, v in entry.items() if k not in ("httpUrl", "timeout", "trust", "description")}
     if "httpUrl" in entry:
-        moved.update(type="http", url=entry["httpUrl"])
+        moved = {"type": "http", "url": entry["httpUrl"], **moved}
+    if isinstance(env := entry.get("env"), dict):  # Gemini CLI expands $VAR there too; the gateway only ${VAR}
+        moved["env"] = {k: _GEMINI_BARE.sub(r"${\1}", v) if isinstance(v, str) else v for k, v in env.items()}
     if isinstance(timeout := entry.get("timeout"), int):
         moved["timeout"] = f"{timeout}ms"
     return moved, []
+
+
+def _from_codex(entry: dict[str, Any]) -> tuple[Any, list[str]]:
+    """{command, args, env, env_vars, cwd, tool_timeout_sec} or {url, bearer_token_env_var, http_headers,
+    env_http_headers}; disabled servers, tool filters and OAuth settings stay."""
+    if entry.get("enabled") is False:
+        return entry, ["it is disabled in Codex; enable it there first if the agent should reach it"]
+    if kept := [k for k in CODEX_KEPT if k in entry]:
+        return entry, [f"{', '.join(kept)} has no equivalent in gateway.json"]
+    names = entry.get("env_vars", [])
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        return entry, ["its env_vars is not a list of variable names"]
+    dropped = {"enabled", "required", "startup_timeout_sec", "startup_timeout_ms", "env_vars", "tool_timeout_sec"}
+    moved = {k: v for k, v in entry.items() if k not in dropped | CODEX_HEADERS}
+    if names:  # the gateway passes a server only the variables its entry names: these, from its own environment
+        moved["env"] = {**{n: f"${{{n}}}" for n in names}, **entry.get("env", {})}
+    if isinstance(seconds := entry.get("tool_timeout_sec"), int | float) and seconds > 0:
+        moved["timeout"] = f"{int(seconds)}s" if float(seconds).is_integer() else f"{round(seconds * 1000)}ms"
+    if "url" in entry:
+        headers = dict(entry.get("http_headers") or {})
+        headers |= {k: f"${{{v}}}" for k, v in (entry.get("env_http_headers") or {}).items()}
+        if token := entry.get("bearer_token_env_var"):
+            headers["Authorization"] = f"Bearer ${{{token}}}"
+        moved = {"type": "http", **moved, **({"headers": headers} if headers else {})}
+    return moved, []  # anything else stays in, for gateway.json's check to name
 
 
 def _plan_gateway(path: Path, moved: dict[str, Any], force: bool, notes: list[str]) -> Planned:
