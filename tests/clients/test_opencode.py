@@ -106,14 +106,18 @@ class OpenCodeProject:
         self.home = home
         self.executable = installed(OPENCODE)
 
-    def init(self, *, extra_servers: dict[str, list[str]] | None = None) -> None:
-        done = subprocess.run(
-            [str(ABILITIES_MCP), "--root", str(self.root), "init", "opencode", "--command", str(ABILITIES_MCP)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    def init(self, *, extra_servers: dict[str, list[str]] | None = None, gateway: dict[str, list[str]] | None = None):
+        """`init opencode`; `gateway`: servers in opencode.json before it, moved behind the gateway by --gateway."""
+        argv = [str(ABILITIES_MCP), "--root", str(self.root), "init", "opencode", "--command", str(ABILITIES_MCP)]
+        if gateway:
+            servers = {
+                name: {"type": "local", "command": command, "enabled": True} for name, command in gateway.items()
+            }
+            (self.root / "opencode.json").write_text(json.dumps({"mcp": servers}, indent=2))
+            argv.append("--gateway")
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
+        assert not gateway or f"moved {', '.join(gateway)} from" in done.stdout, done.stdout
         deps = plugin_deps()
         opencode_dir = self.root / ".opencode"
         for name in ("package.json", "package-lock.json"):
@@ -308,6 +312,37 @@ def test_a_gated_tool_waits_for_its_prerequisites_even_when_a_subagent_ran_them_
     recorded = {(r["step"], r["tool"], r["result"]) for r in status["completed"]["db-look-first"]}
     assert recorded == {(1, "list_databases", "main, analytics"), (2, "list_tables", "users, orders")}, status
     assert check["verdict"] == "allow", check
+
+
+def test_a_server_init_moved_behind_the_gateway_is_gone_from_opencode_and_reached_through_tool_call_past_its_gate(
+    opencode: OpenCodeProject, root: Path, tmp_path: Path
+) -> None:
+    (root / "workflows.json").write_text(json.dumps(WORKFLOWS))
+    db_server = tmp_path / "db_server.py"
+    db_server.write_text(textwrap.dedent(DB_SERVER))
+    opencode.init(gateway={"db": [sys.executable, str(db_server)]})
+    assert json.loads((root / "gateway.json").read_text()) == {
+        "mcpServers": {"db": {"command": sys.executable, "args": [str(db_server)]}}
+    }
+    query = {"tool": "db__execute_query", "arguments": {"sql": "select * from users"}}
+
+    model = ScriptedOpenAI(
+        [
+            calls(("abilities_tool_search", {"task": "run a sql query on the database"})),
+            calls(("abilities_tool_call", query)),
+            say("3 rows."),
+        ]
+    )
+    with model:
+        opencode.run(model, "Query the users table.")
+
+    offered = model.requests[0].tool_names
+    assert "abilities_tool_call" in offered and not [t for t in offered if t.startswith("db_")], offered
+    assert "db__execute_query" in model.requests[1].last_tool_result()
+    result = model.requests[2].last_tool_result()
+    # under enforce the gateway ran the workflow's prerequisites on the db server itself, then the query
+    assert result.startswith("3 rows") and "ran first: db__list_databases" in result, result
+    assert "ran first: db__list_tables" in result, result
 
 
 DELEGATED = """\
