@@ -58,6 +58,20 @@ async def test_tool_search_finds_the_filesystem_tool_for_a_task(client: Client, 
     assert tool in await search(client, task)
 
 
+@pytest.mark.parametrize(
+    ("task", "tool"),
+    [
+        ("make a folder called reports", "fs__create_directory"),  # "make", "folder": create_directory's words
+        ("save my notes to notes.txt", "fs__write_file"),  # "save": write_file's
+        ("show the first 5 lines of a.txt", "fs__read_text_file"),  # "show": read's; "head" is its parameter
+    ],
+)
+async def test_tool_search_reaches_a_tool_through_everyday_words_for_its_name(
+    client: Client, task: str, tool: str
+) -> None:
+    assert (await search(client, task))[0] == tool
+
+
 async def test_a_batch_of_reads_keeps_going_past_a_missing_file_and_answers_in_order(
     client: Client, served: Path
 ) -> None:
