@@ -10,6 +10,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, SchemaError, validators
 
+from .memo import by_identity
+
 log = logging.getLogger(__name__)
 
 # A prerequisite's argument written as exactly this prefix and a dotted path takes the main call's value there.
@@ -35,14 +37,20 @@ def schema_problems(schema: dict[str, Any] | None, arguments: dict[str, Any]) ->
     """
     if not isinstance(schema, dict):
         return []
-    try:
-        validator = _validator(json.dumps(schema, sort_keys=True))
-    except (TypeError, ValueError):  # not JSON at all: the upstream will judge the call
-        return []
+    validator = _validator_of(schema)
     if validator is None:
         return []
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     return [f"at {_path(e.absolute_path)}: {e.message}" for e in errors[:MAX_PROBLEMS]]
+
+
+@by_identity(VALIDATORS_KEPT)
+def _validator_of(schema: dict[str, Any]) -> Any:
+    """The validator of the schema object a listing holds (found without serialising it again on every call)."""
+    try:
+        return _validator(json.dumps(schema, sort_keys=True))
+    except (TypeError, ValueError):  # not JSON at all: the upstream will judge the call
+        return None
 
 
 @functools.lru_cache(maxsize=VALIDATORS_KEPT)

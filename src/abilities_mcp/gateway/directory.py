@@ -13,8 +13,11 @@ import anyio
 from ..errors import AbilitiesError, did_you_mean
 from ..skills.router import Router, stem, words
 from .config import SEPARATOR, GatewayConfig
+from .memo import by_identity
 from .upstreams import UpstreamError, Upstreams
 
+# Upstream tool lists whose entries are kept (one per connection, and the one before it while it is replaced).
+LISTINGS_KEPT = 64
 # Routers kept for the tool lists seen last (one per distinct list: a server rarely sees more than a couple).
 ROUTERS_KEPT = 4
 # A search looks this many tools past its limit, so a deprecated one can give its place to the next that fits.
@@ -94,15 +97,22 @@ async def discover(config: GatewayConfig, upstreams: Upstreams, only: str | None
         except UpstreamError as exc:
             failed[name] = str(exc)
             return
-        found[name] = [
-            Entry(name, t.name, t.description or "", dict(t.input_schema or {}), _read_only(t)) for t in tools
-        ]
+        found[name] = _entries(tools, name)
 
-    async with anyio.create_task_group() as tasks:
-        for name in names:
-            tasks.start_soon(one, name)
+    if len(names) == 1:  # a call names its server: no task group for it (this runs on every proxied call)
+        await one(names[0])
+    else:
+        async with anyio.create_task_group() as tasks:
+            for name in names:
+                tasks.start_soon(one, name)
     entries = [e for name in names for e in found.get(name, [])]
     return Listing(entries, time.time(), [failed[n] for n in names if n in failed] + broken(config), failed)
+
+
+@by_identity(LISTINGS_KEPT)
+def _entries(tools: list[Any], server: str) -> list[Entry]:
+    """One upstream's tools as entries, made once per listing (a connection lists its tools once)."""
+    return [Entry(server, t.name, t.description or "", dict(t.input_schema or {}), _read_only(t)) for t in tools]
 
 
 def broken(config: GatewayConfig) -> list[str]:

@@ -7,6 +7,7 @@ the main call is sent only after every prerequisite an enforce workflow needed h
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -17,7 +18,7 @@ from ..prerequisites.gates import Check, Matched, check, tool_matches
 from ..prerequisites.sessions import MAX_RESULT_CHARS, SessionState
 from ..prerequisites.workflows import Prerequisite, Workflows, WorkflowSet
 from .arguments import Unfilled, fill, schema_problems
-from .config import Gateway
+from .config import Gateway, GatewayConfig
 from .directory import Entry, Listing, discover, resolve, split
 from .upstreams import Progress, UpstreamError, Upstreams
 
@@ -82,11 +83,15 @@ class Proxy:
         self.upstreams = upstreams
         self.sessions = sessions
 
+    @functools.cached_property
+    def config(self) -> GatewayConfig:
+        """gateway.json as this proxy's calls see it: read once (a batch's calls all see the same)."""
+        return self.gateway.current()
+
     async def listing(self, name: str | None = None) -> Listing:
         """The upstream tools; for `server__tool`, only that server's (the others are not started)."""
-        config = self.gateway.current()
-        server = split(name, config)[0] if name else None
-        return await discover(config, self.upstreams, only=server)
+        server = split(name, self.config)[0] if name else None
+        return await discover(self.config, self.upstreams, only=server)
 
     async def call(
         self,
@@ -103,7 +108,7 @@ class Proxy:
         a dead connection) is sent again, up to that many times in all; any other tool is sent once. `progress`
         gets the upstream's progress notifications for the main call (not for the prerequisites)."""
         listing = await self.listing(name)
-        server = split(name, self.gateway.current())[0]
+        server = split(name, self.config)[0]
         if server in listing.failed:
             raise UpstreamUnavailable(listing.failed[server])  # the server named could not list its tools
         entry = resolve(name, listing)
@@ -195,7 +200,7 @@ class Proxy:
     async def _upstream_call(
         self, entry: Entry, arguments: dict[str, Any], progress: Progress | None = None
     ) -> CallToolResult:
-        upstream = self.gateway.current().upstreams[entry.server]
+        upstream = self.config.upstreams[entry.server]
         return await self.upstreams.connection(upstream).call(entry.name, arguments, progress)
 
 
