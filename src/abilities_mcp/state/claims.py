@@ -58,14 +58,19 @@ def claim(db: Database, tool: str, arguments: Any, client: Client, now: float | 
     process when both sides know it), which it uses up; None when there is none."""
     now = time.time() if now is None else now
     pid, start = client or (None, None)
-    with db.transaction() as conn:
-        row = conn.execute(
-            "SELECT id, session_id FROM call_claims WHERE tool=? AND args_hash=? AND at >= ? "
-            "AND (client_pid IS NULL OR ? IS NULL OR (client_pid=? AND client_start=?)) "
-            "ORDER BY at DESC, id DESC LIMIT 1",
-            (tool, arguments_hash(arguments), now - CLAIM_WINDOW_SECONDS, pid, pid, start),
-        ).fetchone()
+    match = (tool, arguments_hash(arguments), now - CLAIM_WINDOW_SECONDS, pid, pid, start)
+    if db.db.execute(_NEWEST, match).fetchone() is None:  # most calls: nothing announced, so no write lock taken
+        return None
+    with db.transaction() as conn:  # found: claimed under the write lock, which another server may race us for
+        row = conn.execute(_NEWEST, match).fetchone()
         if row is None:
             return None
         conn.execute("DELETE FROM call_claims WHERE id=?", (row["id"],))
         return row["session_id"]
+
+
+_NEWEST = (
+    "SELECT id, session_id FROM call_claims WHERE tool=? AND args_hash=? AND at >= ? "
+    "AND (client_pid IS NULL OR ? IS NULL OR (client_pid=? AND client_start=?)) "
+    "ORDER BY at DESC, id DESC LIMIT 1"
+)
