@@ -102,7 +102,7 @@ async def test_framing_stays_intact_while_a_step_prints_heavily_to_stdout_and_st
 async def test_a_line_longer_than_the_server_reads_is_refused_with_its_id_and_the_next_line_is_served(
     root: Path, tmp_path: Path
 ) -> None:
-    from abilities_mcp.server.stdio import MAX_LINE_BYTES
+    from abilities_mcp.pipes import MAX_LINE_BYTES
 
     padding = b"a" * (MAX_LINE_BYTES + 1024 * 1024)
     async with raw_server(root, tmp_path / "server.log") as server:

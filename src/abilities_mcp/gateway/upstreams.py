@@ -19,13 +19,13 @@ from typing import IO, Any
 
 import anyio
 from anyio.abc import TaskGroup
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp_types import CallToolResult, Tool
 
 from ..errors import AbilitiesError
 from .config import Upstream
+from .link import Link
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,9 @@ class Connection:
     def __init__(self, upstream: Upstream, tasks: TaskGroup):
         self.upstream = upstream
         self._tasks = tasks
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)  # taken twice a call: uncontended, it does not yield
         self._client: Client | None = None
+        self._link: Link | None = None  # a stdio upstream's pipes, with the lane proxied calls take
         self._stop = anyio.Event()
         self._stderr: IO[bytes] | None = None
         self._tools: list[Tool] | None = None
@@ -80,7 +81,7 @@ class Connection:
 
     async def tools(self) -> list[Tool]:
         """The upstream's tools, listed once per connection."""
-        client = await self._connected()
+        client, _ = await self._connected()
         self._trim()
         if self._tools is None:
             self._tools = await self._guarded(client, self._list_tools(client), "listing its tools")
@@ -90,15 +91,28 @@ class Connection:
         """Call one tool; an upstream error result is returned as it is, a failure raises UpstreamError. The
         upstream's progress notifications go to `progress`; cancelling the call sends the upstream
         `notifications/cancelled` (the SDK's client does)."""
-        client = await self._connected()
+        client, link = await self._connected()
         self._trim()
-        work = client.call_tool(tool, arguments, progress_callback=progress)
+        if link is not None:
+            work = self._through_lane(client, link, tool, arguments, progress)
+        else:
+            work = client.call_tool(tool, arguments, progress_callback=progress)
         return await self._guarded(client, work, f"calling {tool!r}")
+
+    async def _through_lane(
+        self, client: Client, link: Link, tool: str, arguments: dict[str, Any], progress: Progress | None
+    ) -> CallToolResult:
+        """The call down the link's lane, its answer checked as the SDK's client checks one (the result's shape,
+        and its structured content against the tool's output schema)."""
+        result = CallToolResult.model_validate(await link.call_tool(tool, arguments, progress))
+        if not result.is_error:
+            await client.session.validate_tool_result(tool, result)
+        return result
 
     async def close(self) -> None:
         """Stop the upstream (the SDK closes its stdin, then terminates its process group)."""
         self._stop.set()
-        self._client, self._tools = None, None
+        self._client, self._link, self._tools = None, None, None
 
     async def retire(self) -> None:
         """Stop for good: gateway.json changed this upstream's entry."""
@@ -128,14 +142,14 @@ class Connection:
             os.ftruncate(fd, 0)
             os.write(fd, kept)
 
-    async def _connected(self) -> Client:
+    async def _connected(self) -> tuple[Client, Link | None]:
         async with self._lock:
             if self._client is not None and self._suspect and not await self._answers(self._client):
                 await self.close()
             if self._client is None:
-                self._client = await self._start()
+                self._client, self._link = await self._start()
                 self._suspect = False
-            return self._client
+            return self._client, self._link
 
     async def _answers(self, client: Client) -> bool:
         with anyio.move_on_after(min(PROBE_SECONDS, self.upstream.timeout)):
@@ -146,7 +160,7 @@ class Connection:
                 return False
         return False
 
-    async def _start(self) -> Client:
+    async def _start(self) -> tuple[Client, Link | None]:
         """Start the upstream in a task of its own and wait for its handshake (bounded: `_start_bound`)."""
         if self._stderr is not None:
             self._stderr.close()
@@ -156,18 +170,20 @@ class Connection:
         self._stop = anyio.Event()
         ready = anyio.Event()
         outcome: list[Client | BaseException] = []
-        self._tasks.start_soon(self._serve, ready, outcome, self._stop, self._stderr, name=f"upstream {self.name}")
+        link = self._link_for(self._stderr)
+        transport = link.streams() if link is not None else self._transport()
+        self._tasks.start_soon(self._serve, ready, outcome, self._stop, transport, name=f"upstream {self.name}")
         await ready.wait()
         if isinstance(outcome[0], BaseException):
             raise self._failure(outcome[0], "failed to start")
-        return outcome[0]
+        return outcome[0], link
 
-    async def _serve(self, ready: anyio.Event, outcome: list, stop: anyio.Event, stderr: IO[bytes]) -> None:
+    async def _serve(self, ready: anyio.Event, outcome: list, stop: anyio.Event, transport: Any) -> None:
         """The connection's task: enter the client, hand it over, hold it until stopped; never raise."""
         with anyio.CancelScope() as scope:
             scope.deadline = anyio.current_time() + self._start_bound()
             try:
-                async with Client(self._transport(stderr), mode="legacy") as client:
+                async with Client(transport, mode="legacy") as client:
                     scope.deadline = math.inf
                     outcome.append(client)
                     ready.set()
@@ -184,12 +200,17 @@ class Connection:
     def _start_bound(self) -> float:
         return max(self.upstream.timeout, MIN_START_SECONDS)
 
-    def _transport(self, stderr: IO[bytes]) -> Any:
+    def _link_for(self, stderr: IO[bytes]) -> Link | None:
+        """A stdio upstream's link (None for one reached by URL)."""
         u = self.upstream
         if u.url is not None:
-            return _http(u.url, u.headers)
-        params = StdioServerParameters(command=u.command or "", args=list(u.args), env=u.env or None, cwd=u.cwd)
-        return stdio_client(params, errlog=stderr)  # type: ignore[arg-type]  # only its fileno is used
+            return None
+        return Link(u.command or "", list(u.args), u.env or None, u.cwd, stderr)
+
+    def _transport(self) -> Any:
+        """The SDK's streamable HTTP transport, for an upstream reached by URL."""
+        assert self.upstream.url is not None
+        return _http(self.upstream.url, self.upstream.headers)
 
     async def _list_tools(self, client: Client) -> list[Tool]:
         tools: list[Tool] = []

@@ -1,0 +1,274 @@
+"""A stdio upstream's pipes: the SDK client's two streams over them, and a direct lane that sends a tools/call and
+picks its answer off the pipe without the client's per-call machinery.
+
+The SDK's client does the handshake, lists the tools, answers the upstream's own requests and owns every other
+message. A proxied call, the gateway's hot path, is one line down the pipe with an id from a range the client never
+uses (it counts from 0); the reader hands the answer with that id, and the progress notifications for it, straight
+to the call, everything else to the client exactly as the SDK's own reader would (each line validated as a JSON-RPC
+message, a line that is not one handed over as an error). Spawning and stopping follow the SDK's stdio client: a
+session (process group) of its own, the SDK's default environment under the entry's, stdin closed first, then TERM
+and KILL to the group, every wait bounded.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import IO, Any
+
+import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.stdio import get_default_environment
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from ..pipes import MAX_LINE_BYTES, lines, write_all
+
+log = logging.getLogger(__name__)
+
+# The lane's request ids: far above any id the SDK's client, counting from 0, will reach.
+FIRST_LANE_ID = 10**12
+# After stdin closes, the upstream gets this long to exit; after TERM, this long again before KILL (the SDK's
+# figures).
+EXIT_GRACE_SECONDS = 2.0
+# How often a stopping upstream is checked for having exited.
+EXIT_POLL_SECONDS = 0.01
+# What the client has queued may take this long to be written when the link closes.
+FLUSH_SECONDS = 0.5
+# A cancelled call's notifications/cancelled may wait this long for the pipe.
+CANCEL_NOTICE_SECONDS = 1.0
+
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+class _Call:
+    """One lane call waiting for its answer."""
+
+    __slots__ = ("answered", "answer", "progress")
+
+    def __init__(self, progress: Progress | None):
+        self.answered = anyio.Event()
+        self.answer: dict[str, Any] | BaseException | None = None
+        self.progress = progress
+
+
+class Link:
+    """One stdio upstream process: `streams()` runs it for the SDK's client, `call_tool` is the lane beside it."""
+
+    def __init__(
+        self,
+        command: str,
+        args: list[str],
+        env: dict[str, str] | None,
+        cwd: str | os.PathLike[str] | None,
+        errlog: IO[bytes],
+    ):
+        self._argv = [command, *args]
+        self._env = get_default_environment() | (env or {})
+        self._cwd = cwd
+        self._errlog = errlog
+        self._ids = itertools.count(FIRST_LANE_ID)
+        self._calls: dict[int, _Call] = {}
+        self._writing = anyio.Lock(fast_acquire=True)  # uncontended (the usual case), taking it does not yield
+        self._closed: BaseException | None = None  # why the lane takes no more calls
+        self._stdin = self._stdout = -1
+
+    @asynccontextmanager
+    async def streams(
+        self,
+    ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[Any]]]:
+        """Start the upstream and serve the SDK client's (read, write) streams until the block ends; then stop it."""
+        process = subprocess.Popen(  # raises FileNotFoundError / PermissionError: the caller names the command
+            self._argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._errlog,
+            env=self._env,
+            cwd=self._cwd,
+            start_new_session=True,  # its own process group: stopping it stops what it started
+            bufsize=0,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        self._stdin, self._stdout = process.stdin.fileno(), process.stdout.fileno()
+        os.set_blocking(self._stdin, False)
+        os.set_blocking(self._stdout, False)
+        to_client, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        write_stream, from_client = anyio.create_memory_object_stream[SessionMessage](0)
+        written = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._read, to_client)
+                tasks.start_soon(self._write, from_client, written)
+                try:
+                    yield read_stream, write_stream
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        write_stream.close()
+                        with anyio.move_on_after(FLUSH_SECONDS):
+                            await written.wait()
+                        self._close(ConnectionError("the connection to the upstream was closed"))
+                        await _stop(process)
+                        read_stream.close()
+                    tasks.cancel_scope.cancel()
+        finally:
+            for pipe in (process.stdin, process.stdout):
+                with suppress(OSError):
+                    pipe.close()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
+        """Send tools/call and return the result as the upstream wrote it. Raises MCPError for an error answer,
+        ConnectionError when the upstream is gone; cancelling the call tells the upstream (notifications/cancelled),
+        as the SDK's client does."""
+        if self._closed is not None:
+            raise self._closed
+        request_id = next(self._ids)
+        call = self._calls[request_id] = _Call(progress)
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if progress is not None:
+            params["_meta"] = {"progressToken": request_id}
+        try:
+            await self._send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+            await call.answered.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_NOTICE_SECONDS):
+                notice = {"requestId": request_id, "reason": "the gateway's caller cancelled the call"}
+                with suppress(OSError, ConnectionError):
+                    await self._send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": notice})
+            raise
+        finally:
+            self._calls.pop(request_id, None)
+        answer = call.answer
+        if isinstance(answer, BaseException):
+            raise answer
+        assert answer is not None
+        if "error" in answer:
+            raise MCPError.from_error_data(types.ErrorData.model_validate(answer["error"]))
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            raise MCPError(types.INVALID_PARAMS, f"the upstream answered tools/call with {result!r}, not a result")
+        return result
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        await self._write_line(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    async def _write_line(self, data: bytes) -> None:
+        async with self._writing:  # one line at a time: the client's and the lane's never interleave
+            try:
+                await write_all(self._stdin, data)
+            except OSError as exc:
+                raise ConnectionError(f"the upstream stopped reading its stdin ({exc.strerror})") from None
+
+    async def _write(self, from_client: MemoryObjectReceiveStream[SessionMessage], written: anyio.Event) -> None:
+        """The client's messages, serialized as the SDK's writer does."""
+        try:
+            async with from_client:
+                async for message in from_client:
+                    text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await self._write_line(text.encode() + b"\n")
+        except ConnectionError as exc:
+            self._close(exc)
+        finally:
+            written.set()
+
+    async def _read(self, to_client: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+        """Every line the upstream writes: a lane call's answer or progress to that call, the rest to the client.
+        At the end of its stdout, every waiting call fails and the client sees the stream close."""
+        try:
+            async with to_client:
+                async for line, whole in lines(self._stdout):
+                    if not line.strip():
+                        continue
+                    if not whole:
+                        self._close(ConnectionError(f"the upstream wrote a line longer than {MAX_LINE_BYTES} bytes"))
+                        continue
+                    if not await self._to_lane(line):
+                        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            await to_client.send(_parsed(line))
+        finally:
+            self._close(ConnectionError("the upstream closed its stdout (it exited or crashed)"))
+
+    async def _to_lane(self, line: bytes) -> bool:
+        """Deliver a line that belongs to a lane call; False for any other."""
+        if not self._calls:
+            return False
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(message, dict):
+            return False
+        if "id" in message and "method" not in message:
+            call = self._calls.get(message["id"]) if type(message["id"]) is int else None
+            if call is None:
+                return False
+            call.answer = message
+            call.answered.set()
+            return True
+        if message.get("method") == "notifications/progress":
+            params = message.get("params")
+            token = params.get("progressToken") if isinstance(params, dict) else None
+            call = self._calls.get(token) if type(token) is int else None
+            if call is None or call.progress is None:
+                return False
+            await _report(call.progress, params)
+            return True
+        return False
+
+    def _close(self, why: BaseException) -> None:
+        """No more lane calls; the waiting ones fail with `why`."""
+        if self._closed is None:
+            self._closed = why
+        for call in self._calls.values():
+            if call.answer is None:
+                call.answer = why
+                call.answered.set()
+
+
+def _parsed(line: bytes) -> SessionMessage | Exception:
+    """A line for the SDK's client, as its own reader makes it."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValidationError as exc:
+        log.warning("an upstream wrote a line that is not a JSON-RPC message: %.200r", line)
+        return exc
+
+
+async def _report(progress: Progress, params: dict[str, Any]) -> None:
+    value, total, message = params.get("progress"), params.get("total"), params.get("message")
+    if not isinstance(value, int | float):
+        return
+    try:
+        await progress(float(value), total if isinstance(total, int | float) else None, message)
+    except Exception:  # our own caller is gone: the upstream's call goes on regardless
+        log.info("could not pass an upstream's progress on", exc_info=True)
+
+
+async def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Close its stdin and wait; then TERM its process group and wait; then KILL it (the MCP spec's order)."""
+    assert process.stdin is not None
+    with suppress(OSError):
+        process.stdin.close()
+    if await _exited(process):
+        return
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sent)
+        if await _exited(process):
+            return
+    log.warning("upstream process %d is still alive after SIGKILL; abandoning it", process.pid)
+
+
+async def _exited(process: subprocess.Popen[bytes]) -> bool:
+    with anyio.move_on_after(EXIT_GRACE_SECONDS):
+        while process.poll() is None:
+            await anyio.sleep(EXIT_POLL_SECONDS)
+        return True
+    return False
