@@ -21,6 +21,7 @@ from ..prerequisites.sessions import DEFAULT_TTL_SECONDS
 from ..state.project import Project
 from ..state.store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS, Store
 from .ability_tools import add_ability_tools, add_matching_tools
+from .lane import Lane
 from .session import Session
 from .skill_extension import AdvertiseOnHandshake, SkillsExtension
 from .skill_tools import SkillServer, add_skill_tools
@@ -91,6 +92,7 @@ def create_server(
     """Build a server for one project; each connection gets its own engine over the shared state file."""
     catalog = Catalog(project)
     gateway = Gateway(project)
+    lane = Lane()
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Session]:
@@ -99,7 +101,11 @@ def create_server(
         engine = Engine(store, catalog, **({"retry_base": retry_base} if retry_base is not None else {}))
         try:
             async with engine.running(), upstreams() as connections:  # nothing connects until a call needs it
-                yield Session(engine, store, f"mcp-{secrets.token_hex(6)}", connections)
+                lane.session = Session(engine, store, f"mcp-{secrets.token_hex(6)}", connections)
+                try:
+                    yield lane.session
+                finally:
+                    lane.session = None
         finally:
             store.close()
 
@@ -121,9 +127,9 @@ def create_server(
         from .exposed import ExposedTools
         from .gateway_tools import add_gateway_tools
 
-        add_gateway_tools(server, gateway, catalog.workflows, session_ttl)
+        lane.call_through = add_gateway_tools(server, gateway, catalog.workflows, session_ttl)
         own = {tool.name for tool in server._tool_manager.list_tools()}
-        server._lowlevel_server.middleware.append(
-            ExposedTools(gateway, catalog.workflows, session_ttl, own)
-        )  # no public add
+        lane.exposed = ExposedTools(gateway, catalog.workflows, session_ttl, own)
+        server._lowlevel_server.middleware.append(lane.exposed)  # no public add
+        server.lane = lane  # served on stdio, the gateway's calls skip the SDK's per-request machinery
     return server

@@ -18,6 +18,7 @@ from ..errors import AbilitiesError
 from ..gateway.config import SEPARATOR, Gateway
 from ..gateway.directory import Entry, discover
 from ..gateway.proxy import Outcome, Proxy
+from ..gateway.upstreams import Progress
 from ..prerequisites.sessions import SessionState
 from ..prerequisites.workflows import Workflows
 
@@ -36,9 +37,9 @@ class ExposedTools:
         self.own = own  # this server's own tool names: never shadowed by an upstream's
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
-        if ctx.method not in ("initialize", "tools/list"):
-            await self._changed_since_listed(ctx)
-        if ctx.method == "tools/call" and self._exposed_name((ctx.params or {}).get("name")):
+        if ctx.method not in ("initialize", "tools/list") and self.changed_since_listed(ctx.lifespan_context):
+            await ctx.session.send_tool_list_changed()
+        if ctx.method == "tools/call" and self.exposed_name((ctx.params or {}).get("name")):
             return await self._call(ctx)
         result = await call_next(ctx)
         if ctx.method == "initialize" and isinstance(result, dict):
@@ -55,7 +56,8 @@ class ExposedTools:
         config = self.gateway.current()
         return [name for name in config.upstreams if name in config.exposed]
 
-    def _exposed_name(self, name: Any) -> bool:
+    def exposed_name(self, name: Any) -> bool:
+        """Whether a tools/call of this name is an exposed upstream tool's."""
         if not isinstance(name, str) or name in self.own or SEPARATOR not in name:
             return False
         return name.partition(SEPARATOR)[0] in self._servers()
@@ -97,9 +99,6 @@ class ExposedTools:
     async def _call(self, ctx: Any) -> CallToolResult:
         params = ctx.params or {}
         session = ctx.lifespan_context
-        if session.upstreams is None:
-            return _refused("this server has no gateway connections")
-        proxy = Proxy(self.gateway, self.workflows, session.upstreams, SessionState(session.store, self.ttl))
         session_id = session.session_id(SimpleNamespace(request_context=ctx))
         meta = ctx.meta if isinstance(ctx.meta, dict) else {}
         token = meta.get("progress_token", meta.get("progressToken"))  # the SDK's name for it, or the wire's
@@ -110,22 +109,32 @@ class ExposedTools:
                     token, value, total, message, related_request_id=ctx.request_id
                 )
 
-        arguments = params.get("arguments") or {}
+        return await self.call(session, params["name"], params.get("arguments") or {}, session_id, progress)
+
+    async def call(
+        self, session: Any, name: str, arguments: Any, session_id: str, progress: Progress | None
+    ) -> CallToolResult:
+        """An exposed tool's call through the gates: the upstream's result as it gave it, or a refusal as an error
+        result."""
+        if session.upstreams is None:
+            return _refused("this server has no gateway connections")
         if not isinstance(arguments, dict):
             return _refused("arguments must be a JSON object")
+        proxy = Proxy(self.gateway, self.workflows, session.upstreams, SessionState(session.store, self.ttl))
         try:
-            outcome = await proxy.call(params["name"], arguments, session_id, progress=progress)
+            outcome = await proxy.call(name, arguments, session_id, progress=progress)
         except AbilitiesError as exc:
             return _refused(str(exc))
         return _passed_through(outcome)
 
-    async def _changed_since_listed(self, ctx: Any) -> None:
-        """gateway.json changed which servers are exposed since this client listed the tools: say so, once."""
-        session = ctx.lifespan_context
+    def changed_since_listed(self, session: Any) -> bool:
+        """Whether gateway.json changed which servers are exposed since this client listed the tools (true once:
+        the client is to be told, and will list again)."""
         listed = getattr(session, "exposed_servers", None)
         if listed is not None and listed != set(self._servers()):
             session.exposed_servers = None
-            await ctx.session.send_tool_list_changed()
+            return True
+        return False
 
 
 def _tool(entry: Entry) -> Tool:

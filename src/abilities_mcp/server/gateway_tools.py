@@ -8,6 +8,7 @@ answers become results and its refusals tool errors.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -21,6 +22,7 @@ from ..gateway import batch, cache
 from ..gateway.config import Gateway
 from ..gateway.directory import broken, search
 from ..gateway.proxy import Gate, Outcome, Proxy
+from ..gateway.upstreams import Progress
 from ..prerequisites.gates import categories_of
 from ..prerequisites.sessions import SessionState
 from ..prerequisites.workflows import Workflows
@@ -122,14 +124,26 @@ READ_ONLY = ToolAnnotations(read_only_hint=True)
 PROXIES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
 
 
-def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows, ttl_seconds: float) -> None:
+# tool_call's work for a connection's Session: (session, tool, arguments, session_id, progress) -> its result.
+CallThrough = Callable[[Any, str, dict[str, Any], str, Progress | None], Awaitable[CallToolResult]]
+
+
+def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows, ttl_seconds: float) -> CallThrough:
     """tool_search, tool_call, tool_batch and tool_chain, over the upstreams of gateway.json and the connection's
-    session records."""
+    session records. Returns tool_call's work, for the stdio transport's direct lane (server/lane.py)."""
 
     def proxy(ctx: Context) -> tuple[Proxy, str]:
-        session = ctx.request_context.lifespan_context
-        sessions = SessionState(session.store, ttl_seconds)
-        return Proxy(gateway, workflows, session.upstreams, sessions), session.session_id(ctx)
+        return proxy_of(ctx.request_context.lifespan_context), ctx.request_context.lifespan_context.session_id(ctx)
+
+    def proxy_of(session: Any) -> Proxy:
+        return Proxy(gateway, workflows, session.upstreams, SessionState(session.store, ttl_seconds))
+
+    async def call_through(
+        session: Any, tool: str, arguments: dict[str, Any], session_id: str, progress: Progress | None
+    ) -> CallToolResult:
+        """tool_call: the upstream's result with what the gates did; raises AbilitiesError (a refusal, a bad
+        argument, an upstream that failed)."""
+        return _result(await proxy_of(session).call(tool, arguments, session_id, progress=progress))
 
     refreshing: set[str] = set()  # cache files a background refresh is writing now
 
@@ -192,12 +206,11 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
         """Call a tool of an MCP server behind this gateway. Workflows (workflows.json) apply: in enforce mode the
         gateway first runs the missing prerequisite tools itself (gate.ran_prerequisites), or refuses naming the
         calls to make; warn and suggest workflows add gate.warnings."""
-        gated, session_id = proxy(ctx)
+        session = ctx.request_context.lifespan_context
         try:
-            outcome = await gated.call(tool, arguments or {}, session_id, progress=ctx.report_progress)
+            return await call_through(session, tool, arguments or {}, session.session_id(ctx), ctx.report_progress)
         except AbilitiesError as exc:
             raise ToolError(str(exc)) from exc
-        return _result(outcome)
 
     @server.tool(name="tool_batch", annotations=PROXIES)
     async def tool_batch(
@@ -245,6 +258,8 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
             variables=chained.variables,
             failed_step=chained.failed_step,
         )
+
+    return call_through
 
 
 def _gate_info(gate: Gate) -> GateInfo:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -89,20 +89,21 @@ class Session:
     def session_id(self, ctx: Context) -> str:
         """$CLAUDE_CODE_SESSION_ID, else the call's _meta.sessionID, else the session the client's hook announced
         this call for (state/claims.py: OpenCode sends none), else the id minted for this connection."""
+        request = ctx.request_context
+        return self.session_of_request(request.meta or {}, request.method, request.params or {}, request.request_id)
+
+    def session_of_request(self, meta: Mapping[str, Any], method: str, params: Mapping[str, Any], key: Any) -> str:
+        """session_id for a request known by its parts (`key`: its JSON-RPC id)."""
         if env := os.environ.get("CLAUDE_CODE_SESSION_ID"):
             return env
-        meta = ctx.request_context.meta or {}
         if meta.get("sessionID"):
             return str(meta["sessionID"])
-        return self._announced(ctx) or self.default_session_id
+        return self._announced(method, params, key) or self.default_session_id
 
-    def _announced(self, ctx: Context) -> str | None:
+    def _announced(self, method: str, params: Mapping[str, Any], key: Any) -> str | None:
         """The announced session of this tool call, claimed once per request and remembered for the rest of it."""
-        request = ctx.request_context
-        params = request.params or {}
-        if request.method != "tools/call" or not isinstance(params.get("name"), str):
+        if method != "tools/call" or not isinstance(params.get("name"), str):
             return None
-        key = request.request_id
         if key is not None and key in self._claimed:
             return self._claimed[key]
         found = claim(self.store, params["name"], params.get("arguments"), self.client)

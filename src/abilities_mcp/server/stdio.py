@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import re
-import stat
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 
@@ -27,16 +26,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from ..pipes import MAX_LINE_BYTES, lines, pollable, write_all
+from .lane import Lane
+
 log = logging.getLogger(__name__)
 # Characters of a refused line shown in the log and of the reason sent back.
 SHOWN_CHARS = 200
-# Bytes read from stdin at a time.
-READ_CHUNK = 256 * 1024
-# A line longer than this is refused unread (its head is kept to find its id): a client that never sends a newline
-# must not grow the server without bound. Far above any real message (images travel base64 inside them).
-MAX_LINE_BYTES = 64 * 1024 * 1024
-# Of a line too long, this much is kept: enough to read an id that comes first.
-HEAD_OF_LONG_LINE = 64 * 1024
 # How long the answers already queued may take to be written once the client has closed stdin.
 DRAIN_SECONDS = 5.0
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -46,35 +41,48 @@ Incoming = SessionMessage | Exception
 
 
 async def run_stdio(server: MCPServer) -> None:
-    """Serve `server` on stdin and stdout until the client closes stdin."""
+    """Serve `server` on stdin and stdout until the client closes stdin (its gateway calls down its lane, if it
+    has one: server/lane.py)."""
     lowlevel = server._lowlevel_server  # what run_stdio_async runs; the SDK offers no public handle
-    async with wire() as (read_stream, write_stream):
+    async with wire(getattr(server, "lane", None)) as (read_stream, write_stream):
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
 
 @asynccontextmanager
-async def wire() -> AsyncIterator[tuple[MemoryObjectReceiveStream[Incoming], MemoryObjectSendStream[SessionMessage]]]:
-    """The server's two streams over the process's stdin and stdout, each claimed for the protocol alone."""
+async def wire(
+    lane: Lane | None = None,
+) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Incoming], MemoryObjectSendStream[SessionMessage]]]:
+    """The server's two streams over the process's stdin and stdout, each claimed for the protocol alone; the
+    messages `lane` takes never reach the streams, and its answers are written in turn with the server's."""
     with _claimed(0, os.O_RDONLY) as stdin, _claimed(1, os.O_WRONLY) as stdout:
         incoming, read_stream = anyio.create_memory_object_stream[Incoming](0)
         write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
         answers = write_stream.clone()  # refusals of unreadable lines, written in turn with the server's answers
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_read, stdin, incoming, answers)
+            if lane is not None:
+                lane.attach(tg, write_stream.clone())
+            tg.start_soon(_read, stdin, incoming, answers, lane)
             writer = anyio.Event()
-            tg.start_soon(_write, outgoing, stdout, writer)
+            tg.start_soon(_write, outgoing, stdout, writer, lane)
             try:
                 yield read_stream, write_stream
             finally:
+                if lane is not None:
+                    lane.detach()
                 write_stream.close()  # the server is done: what is queued is written, then the writer ends
                 with anyio.move_on_after(DRAIN_SECONDS):
                     await writer.wait()
                 tg.cancel_scope.cancel()
 
 
-async def _read(fd: int, incoming: MemoryObjectSendStream[Incoming], answers: MemoryObjectSendStream[SessionMessage]):
+async def _read(
+    fd: int,
+    incoming: MemoryObjectSendStream[Incoming],
+    answers: MemoryObjectSendStream[SessionMessage],
+    lane: Lane | None,
+) -> None:
     async with incoming, answers:
-        async for line, whole in _lines(fd):
+        async for line, whole in lines(fd):
             if not line.strip():
                 continue
             text = line.decode("utf-8", errors="replace")
@@ -88,35 +96,8 @@ async def _read(fd: int, incoming: MemoryObjectSendStream[Incoming], answers: Me
                 log.warning("refused a protocol line (%s): %.*s", answer.error.message, SHOWN_CHARS, text.strip())
                 await answers.send(SessionMessage(answer))
                 continue
-            await incoming.send(SessionMessage(message))
-
-
-async def _lines(fd: int) -> AsyncIterator[tuple[bytes, bool]]:
-    """The lines of fd as they arrive, without their newline (the last one even without one), each with whether it
-    is whole: a line past MAX_LINE_BYTES comes out once as its head (to find its id), the rest dropped unread."""
-    waits = _pollable(fd) or os.isatty(fd)
-    pending = bytearray()
-    scanned = 0  # pending[:scanned] holds no newline: a long line is searched once, not once per chunk
-    skipping = False  # inside a line too long to keep: drop it up to its newline
-    while chunk := await _read_some(fd, waits):
-        pending += chunk
-        while (end := pending.find(b"\n", scanned)) >= 0:
-            line = bytes(pending[:end])
-            del pending[: end + 1]
-            scanned = 0
-            if skipping:
-                skipping = False
-                continue
-            yield line, True
-        scanned = len(pending)
-        if len(pending) > MAX_LINE_BYTES:
-            if not skipping:
-                yield bytes(pending[:HEAD_OF_LONG_LINE]), False
-            skipping = True
-            pending.clear()
-            scanned = 0
-    if pending and not skipping:
-        yield bytes(pending), True
+            if lane is None or not lane.take(message):
+                await incoming.send(SessionMessage(message))
 
 
 def _too_long(head: str) -> types.JSONRPCError:
@@ -129,44 +110,23 @@ def _too_long(head: str) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=request_id(head), error=error)
 
 
-async def _read_some(fd: int, waits: bool) -> bytes:
-    """What fd has to read (b"" at end of file). When fd `waits` (a pipe, socket or terminal), the loop waits for it
-    to be readable, with no worker thread; anything else (a file, /dev/null) is read at once: epoll cannot wait on
-    it, and reading it does not block."""
-    if waits:
-        await anyio.wait_readable(fd)
-    try:
-        return os.read(fd, READ_CHUNK)
-    except (BlockingIOError, InterruptedError):
-        return await _read_some(fd, waits)
-    except OSError as exc:  # the descriptor went bad under us: treat it as the client hanging up
-        log.warning("stdin failed (%s): stopping", exc)
-        return b""
-
-
-async def _write(outgoing: MemoryObjectReceiveStream[SessionMessage], fd: int, done: anyio.Event) -> None:
+async def _write(
+    outgoing: MemoryObjectReceiveStream[SessionMessage], fd: int, done: anyio.Event, lane: Lane | None
+) -> None:
     try:
         async with outgoing:
             async for message in outgoing:
+                if lane is not None:
+                    lane.sent(message.message)
                 data = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
                 try:
-                    await _write_all(fd, data)
+                    await write_all(fd, data)
                 except OSError as exc:  # the client stopped reading (EPIPE): drop answers until it hangs up
                     log.warning("stdout failed (%s): answers are dropped until stdin closes", exc)
                     async for _ in outgoing:
                         pass
     finally:
         done.set()
-
-
-async def _write_all(fd: int, data: bytes) -> None:
-    """All of data to fd; on a full pipe or socket, the loop waits for room instead of blocking."""
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view) :]
-        except (BlockingIOError, InterruptedError):
-            await anyio.wait_writable(fd)
 
 
 @contextmanager
@@ -182,7 +142,7 @@ def _claimed(fd: int, mode: int) -> Iterator[int]:
     diversion = os.open(os.devnull, os.O_RDONLY) if mode == os.O_RDONLY else os.dup(2)
     os.dup2(diversion, fd)
     os.close(diversion)
-    nonblocking = mode == os.O_WRONLY and _pollable(private) and os.get_blocking(private)
+    nonblocking = mode == os.O_WRONLY and pollable(private) and os.get_blocking(private)
     if nonblocking:
         os.set_blocking(private, False)
     try:
@@ -192,11 +152,6 @@ def _claimed(fd: int, mode: int) -> Iterator[int]:
             with suppress(OSError):
                 os.set_blocking(private, True)  # the description is shared with whoever started us
         os.dup2(private, fd)
-
-
-def _pollable(fd: int) -> bool:
-    mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def refusal(line: str) -> types.JSONRPCError | None:

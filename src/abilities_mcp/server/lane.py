@@ -1,0 +1,209 @@
+"""The gateway's hot path on stdio: a tools/call of `tool_call` or of an exposed upstream tool, taken off the
+transport and answered directly, skipping the SDK server's per-request machinery, with the answer the SDK would
+send (the same result, the same per-version sieve, the same error texts).
+
+The SDK keeps everything else, and every call of these that is out of the ordinary: the lane takes a call only
+once the handshake is done on a handshake-era protocol version, and only in the plain shape (`name`, `arguments`,
+`_meta`; tool_call's arguments exactly `tool` and an optional object `arguments`). Any other goes the SDK's way,
+whose errors are the canonical ones. Progress goes out as the SDK's `report_progress` sends it; a
+`notifications/cancelled` for a call the lane holds cancels it, and the call is not answered, as the SDK does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+from mcp_types import CallToolResult, TextContent
+from mcp_types.methods import serialize_server_result
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from ..errors import AbilitiesError
+
+if TYPE_CHECKING:
+    from .exposed import ExposedTools
+    from .gateway_tools import CallThrough
+    from .session import Session
+
+log = logging.getLogger(__name__)
+
+# The one tool of this server the lane serves (the exposed upstream tools are the others).
+TOOL_CALL = "tool_call"
+_PARAMS = frozenset({"name", "arguments", "_meta"})
+_TOOL_CALL_ARGUMENTS = frozenset({"tool", "arguments"})
+
+# A call the lane took: (session, its JSON-RPC params, progress) -> the tool's result.
+Work = Callable[["Session", Mapping[str, Any], Any], Awaitable[CallToolResult]]
+
+
+class Lane:
+    """The stdio transport's shortcut for gateway calls: `take` each message read, `sent` each one written."""
+
+    def __init__(self) -> None:
+        self.session: Session | None = None  # the connection's, while the server's lifespan runs
+        self.call_through: CallThrough | None = None  # tool_call's work (server/gateway_tools.py)
+        self.exposed: ExposedTools | None = None  # the exposed upstream tools (server/exposed.py)
+        self._initialize_id: types.RequestId | None = None
+        self._version: str | None = None  # negotiated, when it is a handshake-era version
+        self._initialized = False
+        self._calls: dict[types.RequestId, anyio.CancelScope] = {}
+        self._tasks: TaskGroup | None = None
+        self._out: MemoryObjectSendStream[SessionMessage] | None = None
+
+    def attach(self, tasks: TaskGroup, out: MemoryObjectSendStream[SessionMessage]) -> None:
+        """Where the lane's calls run and its answers go (the transport's writer, in turn with the SDK's)."""
+        self._tasks, self._out = tasks, out
+
+    def detach(self) -> None:
+        """The transport is closing: calls still running are not answered."""
+        if self._out is not None:
+            self._out.close()
+        for scope in self._calls.values():
+            scope.cancel()
+
+    def take(self, message: types.JSONRPCMessage) -> bool:
+        """Whether the lane handles this incoming message; the SDK never sees one it takes."""
+        if isinstance(message, types.JSONRPCRequest):
+            if message.method == "initialize":
+                self._initialize_id, self._version, self._initialized = message.id, None, False
+            elif message.method == "tools/call" and self._ready():
+                work = self._work(message.params)
+                if work is not None:
+                    assert self._tasks is not None
+                    log.debug("tools/call %r (id %r) taken by the gateway lane", message.params["name"], message.id)
+                    self._tasks.start_soon(self._answer, message.id, message.params, work)
+                    return True
+        elif isinstance(message, types.JSONRPCNotification):
+            if message.method == "notifications/initialized":
+                self._initialized = True
+            elif message.method == "notifications/cancelled":
+                request_id = (message.params or {}).get("requestId")
+                scope = self._calls.get(request_id) if isinstance(request_id, int | str) else None
+                if scope is not None:
+                    scope.cancel()
+                    return True
+        return False
+
+    def sent(self, message: types.JSONRPCMessage) -> None:
+        """Watch the answer to initialize for the protocol version it settled on."""
+        if self._initialize_id is None or not isinstance(message, types.JSONRPCResponse):
+            return
+        if message.id == self._initialize_id:
+            version = message.result.get("protocolVersion")
+            self._version = version if version in HANDSHAKE_PROTOCOL_VERSIONS else None
+            self._initialize_id = None
+
+    def _ready(self) -> bool:
+        return self._version is not None and self._initialized and self.session is not None and self._out is not None
+
+    def _work(self, params: Any) -> Work | None:
+        """What to do for a tools/call the lane can take; None for any the SDK must judge."""
+        if not isinstance(params, dict) or not params.keys() <= _PARAMS:
+            return None
+        name, arguments = params.get("name"), params.get("arguments")
+        if not isinstance(params.get("_meta", {}), dict) or not isinstance(arguments, dict | None):
+            return None
+        if name == TOOL_CALL and self.call_through is not None and _plain_tool_call(arguments):
+            return self._tool_call
+        if isinstance(name, str) and self.exposed is not None and self.exposed.exposed_name(name):
+            return self._exposed_call
+        return None
+
+    async def _tool_call(self, session: Session, params: Mapping[str, Any], progress: Any) -> CallToolResult:
+        assert self.call_through is not None
+        arguments = params["arguments"]
+        try:
+            return await self.call_through(
+                session, arguments["tool"], arguments.get("arguments") or {}, _session_id(session, params), progress
+            )
+        except AbilitiesError as exc:  # the words MCPServer gives a ToolError raised by the tool function
+            return _error(f"Error executing tool {TOOL_CALL}: {exc}")
+
+    async def _exposed_call(self, session: Session, params: Mapping[str, Any], progress: Any) -> CallToolResult:
+        assert self.exposed is not None
+        arguments = params.get("arguments") or {}
+        return await self.exposed.call(session, params["name"], arguments, _session_id(session, params), progress)
+
+    async def _answer(self, request_id: types.RequestId, params: dict[str, Any], work: Work) -> None:
+        session = self.session
+        assert session is not None
+        token = (params.get("_meta") or {}).get("progressToken")
+        answer: types.JSONRPCMessage | None = None
+        with anyio.CancelScope() as scope:
+            self._calls[request_id] = scope
+            try:
+                if self.exposed is not None and self.exposed.changed_since_listed(session):
+                    changed = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
+                    await self._send(changed)
+                progress = self._progress(token) if isinstance(token, int | str) else None
+                answer = self._response(request_id, await work(session, params, progress))
+            except Exception:  # a bug of ours: answered as the SDK answers a tool that crashed
+                log.exception("tool %r raised an unexpected exception", params.get("name"))
+                failed = f"Error executing tool {params.get('name')}" if params.get("name") == TOOL_CALL else None
+                answer = (
+                    self._response(request_id, _error(failed))
+                    if failed
+                    else _failure(request_id, types.INTERNAL_ERROR, "Internal error")
+                )
+            finally:
+                self._calls.pop(request_id, None)
+        if answer is not None and not scope.cancelled_caught:
+            await self._send(answer)
+
+    def _response(self, request_id: types.RequestId, result: CallToolResult) -> types.JSONRPCMessage:
+        """The result as the SDK puts it on the wire: dumped, then sieved by the negotiated version's schema."""
+        assert self._version is not None
+        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            shaped = serialize_server_result("tools/call", self._version, dumped)
+        except ValidationError:
+            log.exception("a gateway call's result does not fit the protocol's schema")
+            return _failure(request_id, types.INTERNAL_ERROR, "Handler returned an invalid result")
+        return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=shaped)
+
+    def _progress(self, token: types.ProgressToken) -> Callable[[float, float | None, str | None], Awaitable[None]]:
+        async def report(value: float, total: float | None, message: str | None) -> None:
+            params: dict[str, Any] = {"progressToken": token, "progress": value}
+            if total is not None:
+                params["total"] = total
+            if message is not None:
+                params["message"] = message
+            await self._send(types.JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params=params))
+
+        return report
+
+    async def _send(self, message: types.JSONRPCMessage) -> None:
+        assert self._out is not None
+        try:
+            await self._out.send(SessionMessage(message))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.info("the client left before a gateway call's answer could be written")
+
+
+def _plain_tool_call(arguments: Mapping[str, Any] | None) -> bool:
+    """tool_call's arguments exactly as its signature takes them: a string `tool`, an object or null `arguments`."""
+    return (
+        arguments is not None
+        and arguments.keys() <= _TOOL_CALL_ARGUMENTS
+        and isinstance(arguments.get("tool"), str)
+        and isinstance(arguments.get("arguments"), dict | None)
+    )
+
+
+def _session_id(session: Session, params: Mapping[str, Any]) -> str:
+    return session.session_of_request(params.get("_meta") or {}, "tools/call", params, None)
+
+
+def _error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def _failure(request_id: types.RequestId, code: int, message: str) -> types.JSONRPCError:
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))

@@ -1,0 +1,327 @@
+"""The gateway's lane on stdio (server/lane.py): which calls it takes, and that what it answers is what the SDK's
+own path answers, against the real mcp-server-sqlite and server-everything: results, refusals and errors, the gates,
+progress, a cancelled call, an exposed tool."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp import Client
+
+from abilities_mcp.server.app import create_server
+from abilities_mcp.server.lane import Lane
+from abilities_mcp.state.project import Project
+from support import MAX_LINE_BYTES, REQUEST_TIMEOUT_SECONDS, stdio_params, until
+from upstream_servers import everything_server, sqlite_server
+
+SAFE_QUERY = {
+    "description": "Inspect the tables before querying them",
+    "triggers": {"tools": ["read_query"]},
+    "prerequisites": [
+        {"step": 1, "tool": "list_tables", "description": "Which tables exist"},
+        {
+            "step": 2,
+            "tool": "describe_table",
+            "description": "The columns of the table queried",
+            "arguments": {"table_name": "$args.table"},
+        },
+    ],
+    "mode": "enforce",
+}
+NOTE_WRITES = {
+    "description": "Look before writing",
+    "triggers": {"tools": ["write_query"]},
+    "prerequisites": [{"step": 1, "tool": "append_insight", "description": "Say why first"}],
+    "mode": "warn",
+}
+
+
+# --- which messages the lane takes ----------------------------------------------------------------------------
+
+
+class _Tasks:
+    """Stands in for the transport's task group: records what the lane starts."""
+
+    def __init__(self) -> None:
+        self.started: list[Any] = []
+
+    def start_soon(self, *args: Any, **_: Any) -> None:
+        self.started.append(args)
+
+
+def ready_lane(version: str = "2025-11-25", *, exposed: bool = False) -> tuple[Lane, _Tasks]:
+    """A lane after a handshake on `version`, with tool_call's work and (optionally) one exposed server `db`."""
+    lane, tasks = Lane(), _Tasks()
+    lane.attach(tasks, object())  # type: ignore[arg-type]  # nothing is sent: only what is taken is looked at
+    lane.session = object()  # type: ignore[assignment]
+    lane.call_through = object()  # type: ignore[assignment]
+    if exposed:
+        lane.exposed = type("Exposed", (), {"exposed_name": lambda self, name: name.startswith("db__")})()  # type: ignore[assignment]
+    lane.take(request("initialize", {"protocolVersion": version}, id=0))
+    lane.sent(types.JSONRPCResponse(jsonrpc="2.0", id=0, result={"protocolVersion": version}))
+    lane.take(types.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"))
+    return lane, tasks
+
+
+def request(method: str, params: dict[str, Any], id: int = 7) -> types.JSONRPCRequest:
+    return types.JSONRPCRequest(jsonrpc="2.0", id=id, method=method, params=params)
+
+
+def call(name: str = "tool_call", arguments: Any = None, **more: Any) -> types.JSONRPCRequest:
+    if arguments is None:
+        arguments = {"tool": "db__read_query", "arguments": {"query": "SELECT 1"}}
+    return request("tools/call", {"name": name, "arguments": arguments, **more})
+
+
+@pytest.mark.parametrize(
+    ("message", "taken"),
+    [
+        (call(), True),
+        (call(_meta={"sessionID": "s1", "progressToken": 3, "claudecode/toolUseId": "x"}), True),
+        (call(arguments={"tool": "db__list_tables"}), True),  # arguments left out
+        (call(arguments={"tool": "db__list_tables", "arguments": None}), True),
+        (call(arguments={"tool": 5}), False),  # the SDK's validation names the field
+        (call(arguments={"tool": "x", "arguments": [1]}), False),
+        (call(arguments={"tool": "x", "extra": 1}), False),
+        (call(arguments="not an object"), False),
+        (call(task={"ttl": 1000}), False),  # a task-augmented call: the SDK's
+        (call(_meta="not an object"), False),
+        (call("workflow_status", {}), False),  # this server's other tools
+        (request("tools/list", {}), False),
+    ],
+)
+def test_the_lane_takes_only_plain_gateway_calls_after_the_handshake(message: Any, taken: bool) -> None:
+    lane, tasks = ready_lane()
+
+    assert lane.take(message) is taken
+    assert len(tasks.started) == taken
+
+
+def test_an_exposed_tools_call_is_taken_and_an_unexposed_name_is_not() -> None:
+    lane, _ = ready_lane(exposed=True)
+
+    assert lane.take(call("db__read_query", {"query": "SELECT 1"}))
+    assert not lane.take(call("web__fetch", {"url": "x"}))
+
+
+def test_before_the_handshake_ends_or_on_the_2026_protocol_every_call_goes_the_sdks_way() -> None:
+    lane, tasks = Lane(), _Tasks()
+    lane.attach(tasks, object())  # type: ignore[arg-type]
+    lane.session, lane.call_through = object(), object()  # type: ignore[assignment]
+    lane.take(request("initialize", {"protocolVersion": "2025-11-25"}, id=0))
+    assert not lane.take(call())  # initialize not answered yet
+    lane.sent(types.JSONRPCResponse(jsonrpc="2.0", id=0, result={"protocolVersion": "2025-11-25"}))
+    assert not lane.take(call())  # notifications/initialized not sent yet
+
+    modern, _ = ready_lane("2026-07-28")
+
+    assert not modern.take(call())
+    assert tasks.started == []
+
+
+async def test_a_cancellation_is_taken_only_for_a_call_the_lane_holds() -> None:
+    lane, _ = ready_lane()
+    scope = anyio.CancelScope()
+    lane._calls[7] = scope
+
+    def cancelled(request_id: Any) -> types.JSONRPCNotification:
+        params = {"requestId": request_id, "reason": "user"}
+        return types.JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params=params)
+
+    assert not lane.take(cancelled(8))
+    assert lane.take(cancelled(7))
+    assert scope.cancel_called
+
+
+# --- the real server over stdio against the SDK's own path ---------------------------------------------------
+
+
+class Wire:
+    """The server over stdio in raw JSON-RPC: every message it writes is kept, notifications too."""
+
+    def __init__(self, process: Any):
+        self.process = process
+        self.stdout = BufferedByteReceiveStream(process.stdout)
+        self.seen: list[dict[str, Any]] = []
+        self.next_id = 100
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.process.stdin.send(json.dumps(message).encode() + b"\n")
+
+    async def read(self) -> dict[str, Any]:
+        message = json.loads(await self.stdout.receive_until(b"\n", MAX_LINE_BYTES))
+        self.seen.append(message)
+        return message
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        await self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        with anyio.fail_after(REQUEST_TIMEOUT_SECONDS):
+            while (message := await self.read()).get("id") != self.next_id:
+                pass
+        return message
+
+    async def tool_call(self, tool: str, arguments: Any = None, **meta: Any) -> dict[str, Any]:
+        params = {"name": "tool_call", "arguments": {"tool": tool, "arguments": arguments}}
+        answer = await self.request("tools/call", {**params, "_meta": {"sessionID": "s1", **meta}})
+        return answer["result"]
+
+
+@asynccontextmanager
+async def wire(root: Path, stderr: Path) -> AsyncIterator[Wire]:
+    params = stdio_params(root, "--log-level", "debug")
+    with stderr.open("wb") as errors:
+        process = await anyio.open_process([params.command, *params.args], env=params.env, stderr=errors)
+    try:
+        server = Wire(process)
+        hello = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "lane-test", "version": "0"},
+        }
+        await server.request("initialize", hello)
+        await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        yield server
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
+            await process.aclose()
+
+
+def sqlite_project(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    database = root / "shop.db"
+    with sqlite3.connect(database) as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+        db.executemany("INSERT INTO users (name) VALUES (?)", [("ada",), ("grace",)])
+    server = {"command": str(sqlite_server()), "args": ["--db-path", str(database)], "timeout": "30s"}
+    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"sqlite": server}}))
+    (root / "workflows.json").write_text(json.dumps({"safe-query": SAFE_QUERY, "note-writes": NOTE_WRITES}))
+
+
+# The same calls, in order, down the lane and down the SDK's path: every kind of answer tool_call gives.
+CALLS: list[tuple[str, Any]] = [
+    ("sqlite__read_query", {"query": "SELECT name FROM users ORDER BY id", "table": "users"}),  # runs 2 first
+    ("read_query", {"query": "SELECT count(*) AS n FROM users", "table": "users"}),  # bare name; nothing to run
+    ("sqlite__write_query", {"query": "UPDATE users SET name = 'ada' WHERE id = 1"}),  # warn: runs, with a warning
+    (
+        "sqlite__read_query",
+        {"query": "SELECT nope FROM users", "table": "users"},
+    ),  # the upstream says why (not as isError)
+    ("sqlite__read_querry", {"query": "SELECT 1"}),  # unknown: did-you-mean
+    ("sqlite__read_query", {"query": 5}),  # breaks the upstream's schema: nothing sent
+    ("sqlite__describe_table", None),  # arguments left out: the schema names table_name
+]
+
+
+async def test_the_lanes_answers_are_the_sdks_answers_for_every_kind_of_result(tmp_path: Path) -> None:
+    sqlite_project(tmp_path / "over-stdio")
+    shutil.copytree(tmp_path / "over-stdio", tmp_path / "in-memory")
+
+    async with wire(tmp_path / "over-stdio", tmp_path / "stderr.txt") as server:
+        laned = [await server.tool_call(tool, arguments) for tool, arguments in CALLS]
+    project = Project(tmp_path / "in-memory", tmp_path / "in-memory-state")
+    async with Client(create_server(project), mode="legacy") as client:  # the handshake, as over stdio
+        sdk = [
+            await client.call_tool("tool_call", {"tool": tool, "arguments": arguments}, meta={"sessionID": "s1"})
+            for tool, arguments in CALLS
+        ]
+
+    # resultType: the client's model fills in the default a handshake-era answer leaves out
+    wired = [
+        answer.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"}) for answer in sdk
+    ]
+    assert wired == laned
+    assert (tmp_path / "stderr.txt").read_text().count("taken by the gateway lane") == len(CALLS)
+    first, _, warned, failed, unknown, bad, _ = laned
+    assert [r["tool"] for r in first["structuredContent"]["gate"]["ran_prerequisites"]] == [
+        "sqlite__list_tables",
+        "sqlite__describe_table",
+    ]
+    assert "expects append_insight (step 1)" in warned["content"][-1]["text"]
+    assert failed["content"][0]["text"] == "Database error: no such column: nope"
+    assert unknown["isError"] and "Did you mean 'sqlite__read_query'?" in unknown["content"][0]["text"]
+    assert bad["isError"] and "nothing was sent" in bad["content"][0]["text"]
+
+
+async def test_a_call_the_lane_leaves_to_the_sdk_is_answered_by_it(tmp_path: Path) -> None:
+    sqlite_project(tmp_path / "p")
+
+    async with wire(tmp_path / "p", tmp_path / "stderr.txt") as server:
+        answer = await server.request("tools/call", {"name": "tool_call", "arguments": {"tool": 5}})
+        after = await server.tool_call("sqlite__list_tables")
+
+    assert answer["result"]["isError"] and "tool" in answer["result"]["content"][0]["text"]
+    assert "users" in after["content"][0]["text"]
+    assert (tmp_path / "stderr.txt").read_text().count("taken by the gateway lane") == 1
+
+
+def everything_project(root: Path, **entry: Any) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    server = {"command": str(everything_server()), "args": ["stdio"], **entry}
+    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"everything": server}}))
+
+
+async def test_progress_reaches_the_caller_with_its_token_before_the_answer(tmp_path: Path) -> None:
+    everything_project(tmp_path / "p")
+
+    async with wire(tmp_path / "p", tmp_path / "stderr.txt") as server:
+        operation = {"duration": 1, "steps": 3}
+        result = await server.tool_call("everything__trigger-long-running-operation", operation, progressToken="tok")
+        answer_at = next(i for i, m in enumerate(server.seen) if m.get("id") == server.next_id)
+        progress = [m["params"] for m in server.seen[:answer_at] if m.get("method") == "notifications/progress"]
+
+    assert not result.get("isError"), result
+    assert [(p["progressToken"], p["progress"], p["total"]) for p in progress] == [
+        ("tok", 1, 3),
+        ("tok", 2, 3),
+        ("tok", 3, 3),
+    ]
+
+
+async def test_a_cancelled_call_gets_no_answer_and_the_server_goes_on(tmp_path: Path) -> None:
+    everything_project(tmp_path / "p")
+
+    async with wire(tmp_path / "p", tmp_path / "stderr.txt") as server:
+        await server.tool_call("everything__echo", {"message": "warm up"})
+        long = {"duration": 600, "steps": 600}
+        params = {
+            "name": "tool_call",
+            "arguments": {"tool": "everything__trigger-long-running-operation", "arguments": long},
+        }
+        await server.send(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**params, "_meta": {"progressToken": 1}}}
+        )
+        with anyio.fail_after(REQUEST_TIMEOUT_SECONDS):
+            while (await server.read()).get("method") != "notifications/progress":
+                pass  # the upstream is working on it
+        await server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+        after = await server.tool_call("everything__echo", {"message": "after the cancel"})
+
+    assert after["content"][0]["text"] == "Echo: after the cancel"
+    assert not [m for m in server.seen if m.get("id") == 1]  # the cancelled call is never answered
+
+
+async def test_an_exposed_tool_is_called_down_the_lane_with_the_sdks_answer(tmp_path: Path) -> None:
+    everything_project(tmp_path / "p", expose="all")
+
+    async with wire(tmp_path / "p", tmp_path / "stderr.txt") as server:
+        listed = await server.request("tools/list", {})
+        answer = await server.request("tools/call", {"name": "everything__echo", "arguments": {"message": "hi"}})
+        refused = await server.request("tools/call", {"name": "everything__echo", "arguments": {"message": 5}})
+
+    assert "everything__echo" in [t["name"] for t in listed["result"]["tools"]]
+    assert answer["result"]["content"] == [{"type": "text", "text": "Echo: hi"}]
+    assert refused["result"]["isError"] and "nothing was sent" in refused["result"]["content"][0]["text"]
+    await until(lambda: (tmp_path / "stderr.txt").read_text().count("taken by the gateway lane") == 2, timeout=5)
