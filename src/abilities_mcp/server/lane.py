@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectSendStream
-from mcp.shared.message import SessionMessage
 from mcp_types import CallToolResult, TextContent
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -55,16 +53,15 @@ class Lane:
         self._initialized = False
         self._calls: dict[types.RequestId, anyio.CancelScope] = {}
         self._tasks: TaskGroup | None = None
-        self._out: MemoryObjectSendStream[SessionMessage] | None = None
+        self._out: Callable[[types.JSONRPCMessage], Awaitable[None]] | None = None
 
-    def attach(self, tasks: TaskGroup, out: MemoryObjectSendStream[SessionMessage]) -> None:
-        """Where the lane's calls run and its answers go (the transport's writer, in turn with the SDK's)."""
+    def attach(self, tasks: TaskGroup, out: Callable[[types.JSONRPCMessage], Awaitable[None]]) -> None:
+        """Where the lane's calls run and how its messages are written (in turn with the server's)."""
         self._tasks, self._out = tasks, out
 
     def detach(self) -> None:
         """The transport is closing: calls still running are not answered."""
-        if self._out is not None:
-            self._out.close()
+        self._out = None
         for scope in self._calls.values():
             scope.cancel()
 
@@ -180,11 +177,10 @@ class Lane:
         return report
 
     async def _send(self, message: types.JSONRPCMessage) -> None:
-        assert self._out is not None
-        try:
-            await self._out.send(SessionMessage(message))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        if self._out is None:
             log.info("the client left before a gateway call's answer could be written")
+            return
+        await self._out(message)
 
 
 def _plain_tool_call(arguments: Mapping[str, Any] | None) -> bool:

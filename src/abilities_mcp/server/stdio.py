@@ -58,12 +58,13 @@ async def wire(
         incoming, read_stream = anyio.create_memory_object_stream[Incoming](0)
         write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
         answers = write_stream.clone()  # refusals of unreadable lines, written in turn with the server's answers
+        out = Stdout(stdout, lane)
         async with anyio.create_task_group() as tg:
             if lane is not None:
-                lane.attach(tg, write_stream.clone())
+                lane.attach(tg, out.write)
             tg.start_soon(_read, stdin, incoming, answers, lane)
             writer = anyio.Event()
-            tg.start_soon(_write, outgoing, stdout, writer, lane)
+            tg.start_soon(_write, outgoing, out, writer)
             try:
                 yield read_stream, write_stream
             finally:
@@ -110,21 +111,34 @@ def _too_long(head: str) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=request_id(head), error=error)
 
 
-async def _write(
-    outgoing: MemoryObjectReceiveStream[SessionMessage], fd: int, done: anyio.Event, lane: Lane | None
-) -> None:
+class Stdout:
+    """The protocol's stdout: each message a whole line, whoever writes it (the server's writer task, the lane, which
+    writes its answers itself rather than hand them to another task)."""
+
+    def __init__(self, fd: int, lane: Lane | None):
+        self.fd, self.lane = fd, lane
+        self._writing = anyio.Lock(fast_acquire=True)  # lines never interleave; uncontended, taking it does not yield
+        self._broken = False
+
+    async def write(self, message: types.JSONRPCMessage) -> None:
+        if self.lane is not None:
+            self.lane.sent(message)
+        if self._broken:
+            return
+        data = message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        async with self._writing:
+            try:
+                await write_all(self.fd, data)
+            except OSError as exc:  # the client stopped reading (EPIPE): drop answers until it hangs up
+                self._broken = True
+                log.warning("stdout failed (%s): answers are dropped until stdin closes", exc)
+
+
+async def _write(outgoing: MemoryObjectReceiveStream[SessionMessage], out: Stdout, done: anyio.Event) -> None:
     try:
         async with outgoing:
             async for message in outgoing:
-                if lane is not None:
-                    lane.sent(message.message)
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
-                try:
-                    await write_all(fd, data)
-                except OSError as exc:  # the client stopped reading (EPIPE): drop answers until it hangs up
-                    log.warning("stdout failed (%s): answers are dropped until stdin closes", exc)
-                    async for _ in outgoing:
-                        pass
+                await out.write(message.message)
     finally:
         done.set()
 
