@@ -14,7 +14,7 @@ from mcp import Client
 
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.project import Project
-from support import sleeping, until
+from support import until
 
 UPSTREAM = '''\
 from mcp.server.mcpserver import MCPServer
@@ -84,5 +84,43 @@ async def test_an_upstream_that_ignores_stdin_closing_and_sigterm_is_killed_with
         assert (await echo(client, "hello")).content[0].text == "hello"
         upstream = next(p for p in psutil.Process().children(recursive=True) if "sleep 607" in " ".join(p.cmdline()))
 
-    await until(lambda: not sleeping(607), timeout=15)  # stdin closed, 2 s; TERM ignored, 2 s; then KILL
-    assert not upstream.is_running() or upstream.status() == psutil.STATUS_ZOMBIE
+    # stdin closed: 2 s; TERM ignored: 2 s; then KILL
+    await until(lambda: gone(upstream), timeout=15)
+
+
+def gone(process: psutil.Process) -> bool:
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+STRINGIFY_IDS = r"""
+import json, subprocess, sys, threading
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+def forward():
+    for line in sys.stdin.buffer:
+        child.stdin.write(line)
+        child.stdin.flush()
+    child.stdin.close()
+
+threading.Thread(target=forward, daemon=True).start()
+for line in child.stdout:  # every answer's id written back as a string, as some servers do
+    message = json.loads(line)
+    if "id" in message and "method" not in message:
+        message["id"] = str(message["id"])
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+"""
+
+
+async def test_an_upstream_that_answers_with_the_id_as_a_string_is_still_understood(project: Project) -> None:
+    (project.root / "relay.py").write_text(STRINGIFY_IDS)
+    configure(project.root, f"exec {sys.executable} {project.root / 'relay.py'} $UPSTREAM")
+
+    async with Client(create_server(project)) as client:
+        with anyio.fail_after(20):  # not matched, the answer would never reach the call
+            result = await echo(client, "seven")
+
+    assert result.content[0].text == "seven"

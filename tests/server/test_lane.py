@@ -325,3 +325,17 @@ async def test_an_exposed_tool_is_called_down_the_lane_with_the_sdks_answer(tmp_
     assert answer["result"]["content"] == [{"type": "text", "text": "Echo: hi"}]
     assert refused["result"]["isError"] and "nothing was sent" in refused["result"]["content"][0]["text"]
     await until(lambda: (tmp_path / "stderr.txt").read_text().count("taken by the gateway lane") == 2, timeout=5)
+
+
+async def test_a_lane_call_after_gateway_json_stops_exposing_a_server_tells_the_client_first(tmp_path: Path) -> None:
+    everything_project(tmp_path / "p", expose="all")
+
+    async with wire(tmp_path / "p", tmp_path / "stderr.txt") as server:
+        await server.request("tools/list", {})
+        everything_project(tmp_path / "p")  # exposes nothing now
+        result = await server.tool_call("everything__echo", {"message": "hi"})
+        answer_at = next(i for i, m in enumerate(server.seen) if m.get("id") == server.next_id)
+
+    assert result["content"][0]["text"] == "Echo: hi"
+    told = [m for m in server.seen[:answer_at] if m.get("method") == "notifications/tools/list_changed"]
+    assert len(told) == 1

@@ -26,6 +26,7 @@ import anyio
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.stdio import get_default_environment
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
@@ -206,7 +207,7 @@ class Link:
         if not isinstance(message, dict):
             return False
         if "id" in message and "method" not in message:
-            call = self._calls.get(message["id"]) if type(message["id"]) is int else None
+            call = self._call_of(message["id"])
             if call is None:
                 return False
             call.answer = message
@@ -214,13 +215,18 @@ class Link:
             return True
         if message.get("method") == "notifications/progress":
             params = message.get("params")
-            token = params.get("progressToken") if isinstance(params, dict) else None
-            call = self._calls.get(token) if type(token) is int else None
+            call = self._call_of(params.get("progressToken") if isinstance(params, dict) else None)
             if call is None or call.progress is None:
                 return False
             await _report(call.progress, params)
             return True
         return False
+
+    def _call_of(self, request_id: Any) -> _Call | None:
+        """The lane call an id (or progress token) names; "7" names 7, as the SDK correlates them."""
+        if type(request_id) not in (int, str):
+            return None
+        return self._calls.get(coerce_request_id(request_id))  # type: ignore[arg-type]
 
     def _close(self, why: BaseException) -> None:
         """No more lane calls; the waiting ones fail with `why`."""
