@@ -234,6 +234,24 @@ def test_the_newest_announcement_of_a_call_is_claimed_first(tmp_path: Path) -> N
         store.close()
 
 
+def test_a_call_announced_by_another_process_after_the_table_was_seen_empty_is_claimed(tmp_path: Path) -> None:
+    """The server remembers an empty table until another connection writes (data_version): the hook's announcement,
+    made from its own process after the server's last call, must still be found."""
+    from abilities_mcp.state.claims import announce, claim
+
+    server, hook = Store(tmp_path / "s.db"), Store(tmp_path / "s.db")
+    try:
+        assert claim(server, "ability_status", {}, CLIENT) is None  # empty: remembered
+        assert claim(server, "ability_status", {}, CLIENT) is None
+        announce(hook, "ses_a", "ability_status", {}, CLIENT)
+        assert claim(server, "ability_status", {}, CLIENT) == "ses_a"
+        announce(server, "ses_b", "workflow_status", {}, CLIENT)  # its own write: data_version does not move
+        assert claim(server, "workflow_status", {}, CLIENT) == "ses_b"
+    finally:
+        server.close()
+        hook.close()
+
+
 def test_only_the_announcements_of_the_same_client_process_are_claimed_unless_a_side_cannot_tell(
     tmp_path: Path,
 ) -> None:

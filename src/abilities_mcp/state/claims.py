@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from typing import Any
 
 from .database import Database
@@ -25,6 +26,9 @@ CLAIM_WINDOW_SECONDS = 600.0
 MAX_ANNOUNCED = 1000
 
 Client = tuple[int, int] | None  # the client process (pid, start time) as owners.client_of finds it
+# For each open state file, its data_version (SQLite's count of other connections' commits) when call_claims was
+# last seen empty: until another process writes, a call without a session id costs one pragma, not a query.
+_EMPTY_AT: weakref.WeakKeyDictionary[Database, int] = weakref.WeakKeyDictionary()
 
 
 def arguments_hash(arguments: Any) -> str:
@@ -41,6 +45,7 @@ def announce(
     """The hook saw `session_id` about to call this server's `tool` with `arguments`."""
     now = time.time() if now is None else now
     pid, start = client or (None, None)
+    _EMPTY_AT.pop(db, None)  # this connection's own writes leave its data_version as it was
     with db.transaction() as conn:
         conn.execute("DELETE FROM call_claims WHERE at < ?", (now - CLAIM_WINDOW_SECONDS,))
         conn.execute(
@@ -58,8 +63,13 @@ def claim(db: Database, tool: str, arguments: Any, client: Client, now: float | 
     process when both sides know it), which it uses up; None when there is none."""
     now = time.time() if now is None else now
     pid, start = client or (None, None)
+    version = db.db.execute("PRAGMA data_version").fetchone()[0]
+    if _EMPTY_AT.get(db) == version:  # the table was empty, and no other process has written since
+        return None
     match = (tool, arguments_hash(arguments), now - CLAIM_WINDOW_SECONDS, pid, pid, start)
     if db.db.execute(_NEWEST, match).fetchone() is None:  # most calls: nothing announced, so no write lock taken
+        if db.db.execute("SELECT 1 FROM call_claims LIMIT 1").fetchone() is None:
+            _EMPTY_AT[db] = version
         return None
     with db.transaction() as conn:  # found: claimed under the write lock, which another server may race us for
         row = conn.execute(_NEWEST, match).fetchone()
