@@ -629,6 +629,51 @@ def test_the_gateway_inspects_the_tables_itself_before_the_query_and_the_rows_re
     assert "'name': 'id'" in steps[1]["result"] and "'type': 'INTEGER'" in steps[1]["result"]
 
 
+@pytest.fixture(scope="module")
+def exposed_run(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    """The same project with sqlite exposed (gateway.json `expose: "all"`): the model calls the query tool by the name
+    Claude Code lists it under, so the hooks init wrote see it before the gateway does."""
+    base = tmp_path_factory.mktemp("claude-exposed")
+    root = base / "project"
+    root.mkdir()
+    with sqlite3.connect(root / "shop.db") as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+        db.executemany("INSERT INTO users (name) VALUES (?)", [("ada",), ("grace",)])
+    sqlite = {"command": str(sqlite_server()), "args": ["--db-path", str(root / "shop.db")], "expose": "all"}
+    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"sqlite": sqlite}}, indent=2))
+    (root / "workflows.json").write_text(json.dumps(SCHEMA_FIRST, indent=2))
+    done = subprocess.run(
+        [str(ABILITIES_MCP), "--root", str(root), "init", "claude", "--command", str(ABILITIES_MCP)],
+        capture_output=True,
+        text=True,
+        timeout=INIT_TIMEOUT_SECONDS,
+    )
+    assert done.returncode == 0, done.stderr
+    return run_claude(
+        base,
+        root,
+        "Which users are in the shop database?",
+        [
+            call(load(own("sqlite__read_query"), own("workflow_status"))),
+            call(ToolUse(own("sqlite__read_query"), QUERY, id="toolu_query")),
+            call(ToolUse(own("workflow_status"), {}, id="toolu_status")),
+            say("The users are ada and grace."),
+        ],
+    )
+
+
+def test_an_exposed_tool_passes_the_hook_and_the_gateway_inspects_the_tables_itself_first(exposed_run: Session) -> None:
+    result = exposed_run.result("toolu_query")
+    assert not result.is_error, result.text  # the hook left it to the gateway instead of denying it
+    assert "'name': 'ada'" in result.text and "'name': 'grace'" in result.text
+    assert "[gateway] ran first: sqlite__list_tables" in result.text
+    assert "[gateway] ran first: sqlite__describe_table" in result.text
+    status = json.loads(exposed_run.result("toolu_status").text)
+    assert status["session_id"] == exposed_run.session_id
+    steps = status["completed"]["sqlite-schema-first"]
+    assert [(s["step"], s["tool"]) for s in steps] == [(1, "list_tables"), (2, "describe_table")]
+
+
 # --- scenario: Claude Code's own sandbox on, a person's approval waiting at a terminal ----------------------------
 #
 # The state file lives outside the project (DESIGN §2), so with Claude Code's sandbox on no route of the agent's shell

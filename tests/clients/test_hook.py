@@ -843,3 +843,71 @@ def _finished(proc: subprocess.Popen) -> tuple[int, str, str]:
     with proc.stdout, proc.stderr:
         out, err = proc.stdout.read(), proc.stderr.read()
     return proc.wait(timeout=HOOK_TIMEOUT), out, err
+
+
+# --- upstream tools the gateway lists directly (gateway.json `expose: "all"`): its gates, not the hook's ---
+
+SAFE_QUERY = {
+    "safe-query": {
+        "description": "Inspect the tables before querying them",
+        "triggers": {"tools": ["read_query"]},
+        "prerequisites": [{"step": 1, "tool": "list_tables", "description": "Which tables exist"}],
+        "mode": "enforce",
+    }
+}
+
+
+def expose_sqlite(root: Path, expose: str = "all") -> None:
+    import sqlite3
+
+    from upstream_servers import sqlite_server
+
+    with sqlite3.connect(root / "shop.db") as db:
+        db.execute("CREATE TABLE IF NOT EXISTS users (id INTEGER PRIMARY KEY, name TEXT)")
+    entry = {"command": str(sqlite_server()), "args": ["--db-path", str(root / "shop.db")], "expose": expose}
+    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"sqlite": entry}}))
+    (root / "workflows.json").write_text(json.dumps(SAFE_QUERY))
+
+
+def test_claude_codes_call_of_an_exposed_tool_is_left_to_the_gateway_and_a_direct_one_is_gated(root) -> None:
+    expose_sqlite(root)
+
+    exposed = pre(root, "mcp__abilities__sqlite__read_query", tool_input={"query": "SELECT 1"})
+    direct = pre(root, "mcp__sqlite__read_query", tool_input={"query": "SELECT 1"})  # configured straight in
+    ran = claude(
+        root, "PostToolUse", tool_name="mcp__abilities__sqlite__list_tables", tool_input={}, tool_response="[]"
+    )
+
+    assert exposed == {}  # the gateway will run list_tables first; a deny here would stop it from doing so
+    assert decision(direct) == "deny" and "list_tables" in reason(direct)
+    assert ran == {} and decision(pre(root, "mcp__sqlite__read_query")) == "deny"  # the gateway records its own calls
+
+
+def test_a_server_gateway_json_does_not_expose_is_gated_by_the_hook(root) -> None:
+    expose_sqlite(root, expose="none")
+
+    assert decision(pre(root, "mcp__abilities__sqlite__read_query")) == "deny"  # not listed: nothing of ours
+
+
+async def test_opencodes_call_of_an_exposed_tool_is_announced_and_the_gateway_runs_its_prerequisites_for_it(
+    root,
+) -> None:
+    from support import stdio_params
+
+    expose_sqlite(root)
+    arguments = {"query": "SELECT count(*) FROM users"}
+    async with Client(stdio_params(root), mode="legacy") as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        before = hook(
+            root,
+            "opencode",
+            "tool-before",
+            {"sessionID": "ses_A", "tool": "abilities_sqlite__read_query", "args": arguments},
+        )
+        result = await client.call_tool("sqlite__read_query", arguments)  # OpenCode sends no session id
+        recorded = (await client.call_tool("workflow_status", {}, meta={"sessionID": "ses_A"})).structured_content
+
+    assert "sqlite__read_query" in tools
+    assert before.returncode == 0 and before.stdout == "", before.stderr
+    assert not result.is_error and "[gateway] ran first: sqlite__list_tables" in result.content[-1].text
+    assert [r["tool"] for r in recorded["completed"]["safe-query"]] == ["list_tables"]  # filed under ses_A

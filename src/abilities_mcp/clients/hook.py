@@ -6,8 +6,11 @@ prerequisites) and workflows.json, and answers on stdout in the client's format.
 
     before: a live run's step gate (enforcement.py), then workflows.json (gates.py): deny, ask, or context;
             a call to this server's own tools is announced for the server (state/claims.py: OpenCode's calls
-            reach the server without a session id)
-    after:  record a prerequisite that ran (sessions.py), so calling it counts without workflow_record
+            reach the server without a session id); an upstream tool this server's gateway lists directly
+            (gateway.json `expose: "all"`) is announced too and left to the gateway's gates, which run its
+            missing prerequisites themselves
+    after:  record a prerequisite that ran (sessions.py), so calling it counts without workflow_record (the
+            gateway records what went through it)
     prompt: the live run's step, the abilities that fit the prompt, the workflows its words point at
     start:  the live run (after compaction or resume) and a short catalog
     stop:   block while a strict run waits for the agent or a script; never twice in a row
@@ -30,11 +33,11 @@ from typing import IO, Any, NamedTuple
 
 from ..prerequisites.gates import RECORDED_BY_HOOK, check, tool_matches
 from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV, SessionState
-from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_workflows
+from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_json, read_workflows
 from ..state.claims import announce
 from ..state.database import Database
 from ..state.owners import client_of
-from ..state.project import Project
+from ..state.project import GATEWAY_FILE, Project
 from . import guards
 from .enforcement import OWN_TOOLS, Verdict, kind, next_move, stop_verdict, tool_verdict, where
 from .position import Position, find
@@ -442,6 +445,33 @@ class Hook:
         sessions = [self.call.session_id, os.environ.get("CLAUDE_CODE_SESSION_ID", "")]
         return find(self.database().db, sessions, os.getpid())
 
+    def gateway_tool(self, tool: str) -> str | None:
+        """The name this server's gateway lists `tool` under when it is an upstream tool listed directly
+        (gateway.json `expose: "all"`): Claude Code's `mcp__abilities__sqlite__read_query`, OpenCode's
+        `abilities_sqlite__read_query` → `sqlite__read_query`. None for anything else, the same upstream configured
+        straight in the client included (`mcp__sqlite__read_query`: no server of ours before the upstream's name)."""
+        if "__" not in tool:
+            return None
+        lowered = tool.lower()
+        for upstream in self._exposed():
+            marker = f"{upstream.lower()}__"
+            at = lowered.find(marker)
+            while at > 0:
+                before = lowered[:at]
+                if before.endswith("_") and before.rstrip("_") not in ("", "mcp"):
+                    return tool[at:]
+                at = lowered.find(marker, at + 1)
+        return None
+
+    def _exposed(self) -> list[str]:
+        """The upstreams gateway.json lists directly (read with the standard library: the hook imports no
+        pydantic); a missing or broken file exposes nothing."""
+        data, _ = read_json(self.project.root / GATEWAY_FILE)
+        servers = data.get("mcpServers") if isinstance(data, dict) else None
+        if not isinstance(servers, dict):
+            return []
+        return [name for name, entry in servers.items() if isinstance(entry, dict) and entry.get("expose") == "all"]
+
     def session(self) -> SessionState:
         if self._ttl is None:
             self._ttl = _ttl(self.project.root)
@@ -462,7 +492,7 @@ def before(hook: Hook) -> Answer:
     if not tool:
         return Answer()
     if kind(tool) == "own":
-        _announce(hook, tool)
+        _announce(hook, next((own for own in OWN_TOOLS if tool_matches(tool, own)), tool))
         return Answer()
     guarded = guards.refusal(tool, hook.call.arguments, hook.project.root, hook.project.state_db.parent)
     if guarded:
@@ -470,15 +500,18 @@ def before(hook: Hook) -> Answer:
     verdict = _step_verdict(hook, tool)
     if verdict.decision == "deny":
         return Answer(deny=verdict.reason)
+    served = hook.gateway_tool(tool)
+    if served is not None:  # the gateway gates it, running what is missing first: a deny here would stop that
+        _announce(hook, served)
+        return Answer(context=verdict.context)
     gate = _workflow_answer(hook, tool)
     return gate._replace(context=_joined(verdict.context, gate.context))
 
 
-def _announce(hook: Hook, tool: str) -> None:
-    """Tell the server which session this call to its tool is from, when the client will not (claims.py)."""
+def _announce(hook: Hook, name: str) -> None:
+    """Tell the server which session this call to its tool `name` is from, when the client will not (claims.py)."""
     if hook.call.client not in ANNOUNCING_CLIENTS or not hook.call.session_id:
         return
-    name = next((own for own in OWN_TOOLS if tool_matches(tool, own)), tool)
     announce(hook.database(), hook.call.session_id, name, hook.call.arguments, client_of(os.getpid()))
 
 
@@ -525,7 +558,7 @@ def after(hook: Hook) -> Answer:
     """A tool ran: if a workflow lists it, record it for this session (in order, where the workflow enforces)."""
     tool = hook.call.tool
     listed = [w for w in hook.workflows.enabled() if any(tool_matches(tool, p.tool) for p in w.prerequisites)]
-    if not tool or kind(tool) == "own" or not listed or not hook.call.session_id:
+    if not tool or kind(tool) == "own" or not listed or not hook.call.session_id or hook.gateway_tool(tool):
         return Answer()
     plan = hook.session().record(hook.call.session_id, hook.workflows, tool, hook.call.result)
     notes = [

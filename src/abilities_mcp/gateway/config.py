@@ -19,9 +19,9 @@ from ..errors import Diagnostic
 from ..explain import Format, explain
 from ..files import Unreadable, read_text
 from ..prerequisites.workflows import parse_json
-from ..state.project import Project, stamp
+from ..state.project import GATEWAY_FILE, Project, stamp
 
-FILE_NAME = "gateway.json"
+FILE_NAME = GATEWAY_FILE
 # gateway.json is a short hand-written file; anything bigger is a mistake.
 MAX_FILE_BYTES = 1_000_000
 # An upstream call that takes longer than this fails (and the upstream is checked before its next call).

@@ -12,6 +12,8 @@ from pathlib import Path
 MAX_ABILITY_DEPTH = 3
 SKIPPED_FOLDERS = {".git", "node_modules", "__pycache__"}
 ABILITY_SUFFIXES = (".yaml", ".yml")
+# The gateway's upstream servers (gateway/config.py reads it; the hook asks which it lists directly).
+GATEWAY_FILE = "gateway.json"
 SKILL_FOLDERS = ("skills", ".agents/skills", ".agent/skills", ".claude/skills", ".opencode/skills")
 # Where the state lived before it moved out of the project tree: a file there is never opened (an agent whose
 # sandbox lets it write the project could plant one), only named in a notice that says how to move it.
