@@ -117,20 +117,27 @@ class RawServer:
         assert process.stdout is not None and process.stdin is not None
         self.stdout = BufferedByteReceiveStream(process.stdout)
         self.ids = itertools.count(1)
+        self.last_id = 0
+        self.seen: list[dict[str, Any]] = []  # every message the server wrote, notifications too, in order
 
     async def send(self, message: dict[str, Any]) -> None:
         assert self.process.stdin is not None
         await self.process.stdin.send(json.dumps(message).encode() + b"\n")
 
+    async def read(self) -> dict[str, Any]:
+        """The server's next message (kept in `seen`)."""
+        message = json.loads(await self.stdout.receive_until(b"\n", MAX_LINE_BYTES))
+        self.seen.append(message)
+        return message
+
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        request_id = next(self.ids)
+        self.last_id = request_id = next(self.ids)
         await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         with anyio.fail_after(REQUEST_TIMEOUT_SECONDS):
-            while True:
-                message = json.loads(await self.stdout.receive_until(b"\n", MAX_LINE_BYTES))
-                if message.get("id") == request_id:
-                    assert "result" in message, message
-                    return message["result"]
+            while (message := await self.read()).get("id") != request_id:
+                pass
+        assert "result" in message, message
+        return message["result"]
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = await self.request("tools/call", {"name": name, "arguments": arguments})
@@ -139,9 +146,9 @@ class RawServer:
 
 
 @asynccontextmanager
-async def raw_server(root: Path, stderr_file: Path) -> AsyncIterator[RawServer]:
-    """Start `python -m abilities_mcp --root ROOT` and complete the initialize handshake."""
-    params = stdio_params(root)
+async def raw_server(root: Path, stderr_file: Path, *extra: str) -> AsyncIterator[RawServer]:
+    """Start `python -m abilities_mcp --root ROOT [EXTRA...]` and complete the initialize handshake."""
+    params = stdio_params(root, *extra)
     with stderr_file.open("wb") as stderr:
         process = await anyio.open_process([params.command, *params.args], env=params.env, stderr=stderr)
     try:

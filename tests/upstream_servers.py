@@ -6,11 +6,14 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,6 +51,37 @@ def sqlite_server() -> Path:
             if not executable.exists():
                 _unavailable(f"pip installed {package}=={version} but {executable} is missing")
     return executable
+
+
+# An enforce workflow over mcp-server-sqlite: look at the tables, then the queried one's columns, before a query.
+SAFE_QUERY = {
+    "description": "Inspect the tables before querying them",
+    "triggers": {"tools": ["read_query"]},
+    "prerequisites": [
+        {"step": 1, "tool": "list_tables", "description": "Which tables exist"},
+        {
+            "step": 2,
+            "tool": "describe_table",
+            "description": "The columns of the table queried",
+            "arguments": {"table_name": "$args.table"},
+        },
+    ],
+    "mode": "enforce",
+}
+
+
+def write_project(root: Path, workflows: dict[str, Any], database: Path | None = None, **entry: Any) -> Path:
+    """A project with a small database (users: ada, grace) behind the sqlite upstream in gateway.json (its entry
+    given `entry`'s extra fields, e.g. expose), and the given workflows; returns the database."""
+    if database is None:
+        database = root / "shop.db"
+        with sqlite3.connect(database) as db:
+            db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+            db.executemany("INSERT INTO users (name) VALUES (?)", [("ada",), ("grace",)])
+    server = {"command": str(sqlite_server()), "args": ["--db-path", str(database)], "timeout": "30s", **entry}
+    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"sqlite": server}}))
+    (root / "workflows.json").write_text(json.dumps(workflows))
+    return database
 
 
 def everything_server() -> Path:

@@ -28,7 +28,7 @@ from abilities_mcp.state.project import default_state_dir
 from real_clients import CLAUDE_CODE, REQUIRE_ENV, installed
 from scripted_anthropic import Reply, Request, ScriptedAnthropic, ToolResult, ToolUse, Turn, call, say
 from support import stored_run
-from upstream_servers import sqlite_server
+from upstream_servers import SAFE_QUERY, sqlite_server, write_project
 
 # A real MCP server from npm, pinned, whose tools a workflows.json entry gates.
 FILESYSTEM_SERVER = ("@modelcontextprotocol/server-filesystem", "2026.8.31", "mcp-server-filesystem")
@@ -44,6 +44,18 @@ ABILITIES_MCP = Path(sys.executable).with_name("abilities-mcp")
 def own(tool: str) -> str:
     """This server's tool as Claude Code names it."""
     return f"mcp__{SERVER}__{tool}"
+
+
+def init_claude(root: Path, *more: str) -> str:
+    """`abilities-mcp init claude` on the project, as a person runs it; returns what it printed."""
+    done = subprocess.run(
+        [str(ABILITIES_MCP), "--root", str(root), "init", "claude", "--command", str(ABILITIES_MCP), *more],
+        capture_output=True,
+        text=True,
+        timeout=INIT_TIMEOUT_SECONDS,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def load(*tools: str) -> ToolUse:
@@ -105,13 +117,7 @@ def scratch_project(
     if workflows is not None:
         (root / "workflows.json").write_text(json.dumps(workflows, indent=2))
     (root / "README.txt").write_text("A scratch project for Claude Code.\n")
-    done = subprocess.run(
-        [str(ABILITIES_MCP), "--root", str(root), "init", "claude", "--command", str(ABILITIES_MCP)],
-        capture_output=True,
-        text=True,
-        timeout=INIT_TIMEOUT_SECONDS,
-    )
-    assert done.returncode == 0, done.stderr
+    init_claude(root)
     if servers:
         mcp_json = root / ".mcp.json"
         config = json.loads(mcp_json.read_text())
@@ -535,22 +541,7 @@ def test_the_hook_records_an_upstream_tools_text_result_as_the_text_it_returned(
 
 # --- scenario: the project's servers moved behind the gateway (init claude --gateway) -------------------------------
 
-SCHEMA_FIRST = {
-    "sqlite-schema-first": {
-        "description": "Look at the tables before querying one",
-        "triggers": {"tools": ["read_query"]},
-        "prerequisites": [
-            {"step": 1, "tool": "list_tables", "description": "Which tables exist"},
-            {
-                "step": 2,
-                "tool": "describe_table",
-                "description": "The columns of the table queried",
-                "arguments": {"table_name": "$args.table"},
-            },
-        ],
-        "mode": "enforce",
-    }
-}
+SCHEMA_FIRST = {"sqlite-schema-first": SAFE_QUERY}
 QUERY = {"query": "SELECT name FROM users ORDER BY id", "table": "users"}
 
 
@@ -567,14 +558,8 @@ def gateway_run(tmp_path_factory: pytest.TempPathFactory) -> Session:
     sqlite = {"type": "stdio", "command": str(sqlite_server()), "args": ["--db-path", str(root / "shop.db")]}
     (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"sqlite": sqlite}}, indent=2))
     (root / "workflows.json").write_text(json.dumps(SCHEMA_FIRST, indent=2))
-    done = subprocess.run(
-        [str(ABILITIES_MCP), "--root", str(root), "init", "claude", "--command", str(ABILITIES_MCP), "--gateway"],
-        capture_output=True,
-        text=True,
-        timeout=INIT_TIMEOUT_SECONDS,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "moved sqlite from" in done.stdout, done.stdout
+    moved = init_claude(root, "--gateway")
+    assert "moved sqlite from" in moved, moved
     return run_claude(
         base,
         root,
@@ -636,19 +621,8 @@ def exposed_run(tmp_path_factory: pytest.TempPathFactory) -> Session:
     base = tmp_path_factory.mktemp("claude-exposed")
     root = base / "project"
     root.mkdir()
-    with sqlite3.connect(root / "shop.db") as db:
-        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
-        db.executemany("INSERT INTO users (name) VALUES (?)", [("ada",), ("grace",)])
-    sqlite = {"command": str(sqlite_server()), "args": ["--db-path", str(root / "shop.db")], "expose": "all"}
-    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"sqlite": sqlite}}, indent=2))
-    (root / "workflows.json").write_text(json.dumps(SCHEMA_FIRST, indent=2))
-    done = subprocess.run(
-        [str(ABILITIES_MCP), "--root", str(root), "init", "claude", "--command", str(ABILITIES_MCP)],
-        capture_output=True,
-        text=True,
-        timeout=INIT_TIMEOUT_SECONDS,
-    )
-    assert done.returncode == 0, done.stderr
+    write_project(root, SCHEMA_FIRST, expose="all")
+    init_claude(root)
     return run_claude(
         base,
         root,

@@ -847,26 +847,11 @@ def _finished(proc: subprocess.Popen) -> tuple[int, str, str]:
 
 # --- upstream tools the gateway lists directly (gateway.json `expose: "all"`): its gates, not the hook's ---
 
-SAFE_QUERY = {
-    "safe-query": {
-        "description": "Inspect the tables before querying them",
-        "triggers": {"tools": ["read_query"]},
-        "prerequisites": [{"step": 1, "tool": "list_tables", "description": "Which tables exist"}],
-        "mode": "enforce",
-    }
-}
-
 
 def expose_sqlite(root: Path, expose: str = "all") -> None:
-    import sqlite3
+    from upstream_servers import SAFE_QUERY, write_project
 
-    from upstream_servers import sqlite_server
-
-    with sqlite3.connect(root / "shop.db") as db:
-        db.execute("CREATE TABLE IF NOT EXISTS users (id INTEGER PRIMARY KEY, name TEXT)")
-    entry = {"command": str(sqlite_server()), "args": ["--db-path", str(root / "shop.db")], "expose": expose}
-    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"sqlite": entry}}))
-    (root / "workflows.json").write_text(json.dumps(SAFE_QUERY))
+    write_project(root, {"safe-query": SAFE_QUERY}, expose=expose)
 
 
 def test_claude_codes_call_of_an_exposed_tool_is_left_to_the_gateway_and_a_direct_one_is_gated(root) -> None:
@@ -895,7 +880,7 @@ async def test_opencodes_call_of_an_exposed_tool_is_announced_and_the_gateway_ru
     from support import stdio_params
 
     expose_sqlite(root)
-    arguments = {"query": "SELECT count(*) FROM users"}
+    arguments = {"query": "SELECT count(*) FROM users", "table": "users"}
     async with Client(stdio_params(root), mode="legacy") as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         before = hook(
@@ -910,4 +895,4 @@ async def test_opencodes_call_of_an_exposed_tool_is_announced_and_the_gateway_ru
     assert "sqlite__read_query" in tools
     assert before.returncode == 0 and before.stdout == "", before.stderr
     assert not result.is_error and "[gateway] ran first: sqlite__list_tables" in result.content[-1].text
-    assert [r["tool"] for r in recorded["completed"]["safe-query"]] == ["list_tables"]  # filed under ses_A
+    assert [r["tool"] for r in recorded["completed"]["safe-query"]] == ["list_tables", "describe_table"]  # under ses_A

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,35 +14,7 @@ from mcp import Client
 
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.project import Project
-from upstream_servers import sqlite_server
-
-SAFE_QUERY = {
-    "description": "Inspect the tables before querying them",
-    "triggers": {"tools": ["read_query"]},
-    "prerequisites": [
-        {"step": 1, "tool": "list_tables", "description": "Which tables exist"},
-        {
-            "step": 2,
-            "tool": "describe_table",
-            "description": "The columns of the table queried",
-            "arguments": {"table_name": "$args.table"},
-        },
-    ],
-    "mode": "enforce",
-}
-
-
-def write_project(root: Path, workflows: dict[str, Any], database: Path | None = None) -> Path:
-    """A project with a small database behind the sqlite upstream, and the given workflows."""
-    if database is None:
-        database = root / "shop.db"
-        with sqlite3.connect(database) as db:
-            db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
-            db.executemany("INSERT INTO users (name) VALUES (?)", [("ada",), ("grace",)])
-    server = {"command": str(sqlite_server()), "args": ["--db-path", str(database)], "timeout": "30s"}
-    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"sqlite": server}}))
-    (root / "workflows.json").write_text(json.dumps(workflows))
-    return database
+from upstream_servers import SAFE_QUERY, write_project
 
 
 @pytest.fixture

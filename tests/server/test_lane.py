@@ -5,39 +5,20 @@ progress, a cancelled call, an exposed tool."""
 from __future__ import annotations
 
 import json
-import shutil
-import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client
 
 from abilities_mcp.server.app import create_server
 from abilities_mcp.server.lane import Lane
 from abilities_mcp.state.project import Project
-from support import MAX_LINE_BYTES, REQUEST_TIMEOUT_SECONDS, stdio_params, until
-from upstream_servers import everything_server, sqlite_server
+from support import REQUEST_TIMEOUT_SECONDS, RawServer, raw_server, until
+from upstream_servers import SAFE_QUERY, everything_server, write_project
 
-SAFE_QUERY = {
-    "description": "Inspect the tables before querying them",
-    "triggers": {"tools": ["read_query"]},
-    "prerequisites": [
-        {"step": 1, "tool": "list_tables", "description": "Which tables exist"},
-        {
-            "step": 2,
-            "tool": "describe_table",
-            "description": "The columns of the table queried",
-            "arguments": {"table_name": "$args.table"},
-        },
-    ],
-    "mode": "enforce",
-}
 NOTE_WRITES = {
     "description": "Look before writing",
     "triggers": {"tools": ["write_query"]},
@@ -139,75 +120,26 @@ async def test_a_cancellation_is_taken_only_for_a_call_the_lane_holds() -> None:
         return types.JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params=params)
 
     assert not lane.take(cancelled(8))
-    assert lane.take(cancelled(7))
+    assert lane.take(cancelled("7"))  # the same id written as a string, as the SDK correlates them
     assert scope.cancel_called
 
 
 # --- the real server over stdio against the SDK's own path ---------------------------------------------------
 
 
-class Wire:
-    """The server over stdio in raw JSON-RPC: every message it writes is kept, notifications too."""
-
-    def __init__(self, process: Any):
-        self.process = process
-        self.stdout = BufferedByteReceiveStream(process.stdout)
-        self.seen: list[dict[str, Any]] = []
-        self.next_id = 100
-
-    async def send(self, message: dict[str, Any]) -> None:
-        await self.process.stdin.send(json.dumps(message).encode() + b"\n")
-
-    async def read(self) -> dict[str, Any]:
-        message = json.loads(await self.stdout.receive_until(b"\n", MAX_LINE_BYTES))
-        self.seen.append(message)
-        return message
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        await self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        with anyio.fail_after(REQUEST_TIMEOUT_SECONDS):
-            while (message := await self.read()).get("id") != self.next_id:
-                pass
-        return message
-
-    async def tool_call(self, tool: str, arguments: Any = None, **meta: Any) -> dict[str, Any]:
-        params = {"name": "tool_call", "arguments": {"tool": tool, "arguments": arguments}}
-        answer = await self.request("tools/call", {**params, "_meta": {"sessionID": "s1", **meta}})
-        return answer["result"]
+async def tool_call(server: RawServer, tool: str, arguments: Any = None, **meta: Any) -> dict[str, Any]:
+    params = {"name": "tool_call", "arguments": {"tool": tool, "arguments": arguments}}
+    return await server.request("tools/call", {**params, "_meta": {"sessionID": "s1", **meta}})
 
 
-@asynccontextmanager
-async def wire(root: Path, stderr: Path) -> AsyncIterator[Wire]:
-    params = stdio_params(root, "--log-level", "debug")
-    with stderr.open("wb") as errors:
-        process = await anyio.open_process([params.command, *params.args], env=params.env, stderr=errors)
-    try:
-        server = Wire(process)
-        hello = {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "lane-test", "version": "0"},
-        }
-        await server.request("initialize", hello)
-        await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        yield server
-    finally:
-        with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-            await process.aclose()
+def wire(root: Path, stderr: Path) -> Any:
+    """The real server over stdio, logging at debug level (which calls the lane takes)."""
+    return raw_server(root, stderr, "--log-level", "debug")
 
 
 def sqlite_project(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    database = root / "shop.db"
-    with sqlite3.connect(database) as db:
-        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
-        db.executemany("INSERT INTO users (name) VALUES (?)", [("ada",), ("grace",)])
-    server = {"command": str(sqlite_server()), "args": ["--db-path", str(database)], "timeout": "30s"}
-    (root / "gateway.json").write_text(json.dumps({"mcpServers": {"sqlite": server}}))
-    (root / "workflows.json").write_text(json.dumps({"safe-query": SAFE_QUERY, "note-writes": NOTE_WRITES}))
+    write_project(root, {"safe-query": SAFE_QUERY, "note-writes": NOTE_WRITES})
 
 
 # The same calls, in order, down the lane and down the SDK's path: every kind of answer tool_call gives.
@@ -227,10 +159,10 @@ CALLS: list[tuple[str, Any]] = [
 
 async def test_the_lanes_answers_are_the_sdks_answers_for_every_kind_of_result(tmp_path: Path) -> None:
     sqlite_project(tmp_path / "over-stdio")
-    shutil.copytree(tmp_path / "over-stdio", tmp_path / "in-memory")
+    sqlite_project(tmp_path / "in-memory")
 
     async with wire(tmp_path / "over-stdio", tmp_path / "stderr.txt") as server:
-        laned = [await server.tool_call(tool, arguments) for tool, arguments in CALLS]
+        laned = [await tool_call(server, tool, arguments) for tool, arguments in CALLS]
     project = Project(tmp_path / "in-memory", tmp_path / "in-memory-state")
     async with Client(create_server(project), mode="legacy") as client:  # the handshake, as over stdio
         sdk = [
@@ -260,9 +192,9 @@ async def test_a_call_the_lane_leaves_to_the_sdk_is_answered_by_it(tmp_path: Pat
 
     async with wire(tmp_path / "p", tmp_path / "stderr.txt") as server:
         answer = await server.request("tools/call", {"name": "tool_call", "arguments": {"tool": 5}})
-        after = await server.tool_call("sqlite__list_tables")
+        after = await tool_call(server, "sqlite__list_tables")
 
-    assert answer["result"]["isError"] and "tool" in answer["result"]["content"][0]["text"]
+    assert answer["isError"] and "tool" in answer["content"][0]["text"]
     assert "users" in after["content"][0]["text"]
     assert (tmp_path / "stderr.txt").read_text().count("taken by the gateway lane") == 1
 
@@ -278,8 +210,8 @@ async def test_progress_reaches_the_caller_with_its_token_before_the_answer(tmp_
 
     async with wire(tmp_path / "p", tmp_path / "stderr.txt") as server:
         operation = {"duration": 1, "steps": 3}
-        result = await server.tool_call("everything__trigger-long-running-operation", operation, progressToken="tok")
-        answer_at = next(i for i, m in enumerate(server.seen) if m.get("id") == server.next_id)
+        result = await tool_call(server, "everything__trigger-long-running-operation", operation, progressToken="tok")
+        answer_at = next(i for i, m in enumerate(server.seen) if m.get("id") == server.last_id)
         progress = [m["params"] for m in server.seen[:answer_at] if m.get("method") == "notifications/progress"]
 
     assert not result.get("isError"), result
@@ -294,23 +226,22 @@ async def test_a_cancelled_call_gets_no_answer_and_the_server_goes_on(tmp_path: 
     everything_project(tmp_path / "p")
 
     async with wire(tmp_path / "p", tmp_path / "stderr.txt") as server:
-        await server.tool_call("everything__echo", {"message": "warm up"})
+        await tool_call(server, "everything__echo", {"message": "warm up"})
         long = {"duration": 600, "steps": 600}
         params = {
             "name": "tool_call",
             "arguments": {"tool": "everything__trigger-long-running-operation", "arguments": long},
         }
-        await server.send(
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**params, "_meta": {"progressToken": 1}}}
-        )
+        long_call = {"jsonrpc": "2.0", "id": "long", "method": "tools/call"}
+        await server.send({**long_call, "params": {**params, "_meta": {"progressToken": 1}}})
         with anyio.fail_after(REQUEST_TIMEOUT_SECONDS):
             while (await server.read()).get("method") != "notifications/progress":
                 pass  # the upstream is working on it
-        await server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
-        after = await server.tool_call("everything__echo", {"message": "after the cancel"})
+        await server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "long"}})
+        after = await tool_call(server, "everything__echo", {"message": "after the cancel"})
 
     assert after["content"][0]["text"] == "Echo: after the cancel"
-    assert not [m for m in server.seen if m.get("id") == 1]  # the cancelled call is never answered
+    assert not [m for m in server.seen if m.get("id") == "long"]  # the cancelled call is never answered
 
 
 async def test_an_exposed_tool_is_called_down_the_lane_with_the_sdks_answer(tmp_path: Path) -> None:
@@ -321,9 +252,9 @@ async def test_an_exposed_tool_is_called_down_the_lane_with_the_sdks_answer(tmp_
         answer = await server.request("tools/call", {"name": "everything__echo", "arguments": {"message": "hi"}})
         refused = await server.request("tools/call", {"name": "everything__echo", "arguments": {"message": 5}})
 
-    assert "everything__echo" in [t["name"] for t in listed["result"]["tools"]]
-    assert answer["result"]["content"] == [{"type": "text", "text": "Echo: hi"}]
-    assert refused["result"]["isError"] and "nothing was sent" in refused["result"]["content"][0]["text"]
+    assert "everything__echo" in [t["name"] for t in listed["tools"]]
+    assert answer["content"] == [{"type": "text", "text": "Echo: hi"}]
+    assert refused["isError"] and "nothing was sent" in refused["content"][0]["text"]
     await until(lambda: (tmp_path / "stderr.txt").read_text().count("taken by the gateway lane") == 2, timeout=5)
 
 
@@ -333,8 +264,8 @@ async def test_a_lane_call_after_gateway_json_stops_exposing_a_server_tells_the_
     async with wire(tmp_path / "p", tmp_path / "stderr.txt") as server:
         await server.request("tools/list", {})
         everything_project(tmp_path / "p")  # exposes nothing now
-        result = await server.tool_call("everything__echo", {"message": "hi"})
-        answer_at = next(i for i, m in enumerate(server.seen) if m.get("id") == server.next_id)
+        result = await tool_call(server, "everything__echo", {"message": "hi"})
+        answer_at = next(i for i, m in enumerate(server.seen) if m.get("id") == server.last_id)
 
     assert result["content"][0]["text"] == "Echo: hi"
     told = [m for m in server.seen[:answer_at] if m.get("method") == "notifications/tools/list_changed"]

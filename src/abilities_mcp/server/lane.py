@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
+from mcp.shared.dispatcher import coerce_request_id
 from mcp_types import CallToolResult, TextContent
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -82,7 +83,7 @@ class Lane:
                 self._initialized = True
             elif message.method == "notifications/cancelled":
                 request_id = (message.params or {}).get("requestId")
-                scope = self._calls.get(request_id) if isinstance(request_id, int | str) else None
+                scope = self._calls.get(coerce_request_id(request_id)) if type(request_id) in (int, str) else None
                 if scope is not None:
                     scope.cancel()
                     return True
@@ -134,7 +135,7 @@ class Lane:
         token = (params.get("_meta") or {}).get("progressToken")
         answer: types.JSONRPCMessage | None = None
         with anyio.CancelScope() as scope:
-            self._calls[request_id] = scope
+            self._calls[coerce_request_id(request_id)] = scope  # "7" and 7 are one id, as the SDK correlates them
             try:
                 if self.exposed is not None and self.exposed.changed_since_listed(session):
                     changed = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
@@ -150,7 +151,7 @@ class Lane:
                     else _failure(request_id, types.INTERNAL_ERROR, "Internal error")
                 )
             finally:
-                self._calls.pop(request_id, None)
+                self._calls.pop(coerce_request_id(request_id), None)
         if answer is not None and not scope.cancelled_caught:
             await self._send(answer)
 
