@@ -82,10 +82,21 @@ async def test_an_upstream_that_ignores_stdin_closing_and_sigterm_is_killed_with
 
     async with Client(create_server(project)) as client:
         assert (await echo(client, "hello")).content[0].text == "hello"
-        upstream = next(p for p in psutil.Process().children(recursive=True) if "sleep 607" in " ".join(p.cmdline()))
+        upstream = child_running("sleep 607")
 
     # stdin closed: 2 s; TERM ignored: 2 s; then KILL
     await until(lambda: gone(upstream), timeout=15)
+
+
+def child_running(text: str) -> psutil.Process:
+    """The live child of this test process whose command line holds `text` (others' exiting children skipped)."""
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if text in " ".join(process.cmdline()):
+                return process
+        except psutil.Error:  # a zombie or one gone meanwhile: not the one
+            continue
+    raise AssertionError(f"no child process runs {text!r}")
 
 
 def gone(process: psutil.Process) -> bool:
