@@ -416,6 +416,19 @@ def test_cursor_a_workflow_denies_until_its_prerequisites_ran_recorded_after_eac
     assert cursor(root, "beforeMCPExecution", **query) == {}
 
 
+def test_cursor_leaves_an_exposed_tool_of_this_servers_gateway_to_it_and_gates_the_same_tool_elsewhere(root) -> None:
+    from upstream_servers import SAFE_QUERY, write_project
+
+    write_project(root, {"safe-query": SAFE_QUERY}, expose="all")
+    query = {"tool_name": "sqlite__read_query", "tool_input": json.dumps({"query": "SELECT 1", "table": "users"})}
+
+    ours = cursor(root, "beforeMCPExecution", **query, command="/home/me/.venv/bin/abilities-mcp serve")
+    theirs = cursor(root, "beforeMCPExecution", **query, command="npx some-other-gateway")
+
+    assert ours == {}  # the gateway runs list_tables and describe_table first
+    assert theirs["permission"] == "deny" and "list_tables" in theirs["agent_message"]
+
+
 @pytest.mark.parametrize(
     ("event", "payload", "named"),
     [

@@ -294,14 +294,17 @@ def _parse_gemini(client: str, kind: str, data: dict[str, Any], event: str) -> C
 
 def _parse_cursor(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
     """Cursor: the conversation is the session; a shell command is the Shell tool, an MCP tool is named
-    mcp__TOOL (Cursor sends the bare name and the server's command or url, not its name)."""
+    mcp__TOOL (Cursor sends the bare name and the server's command or url, not its name), or mcp__abilities__TOOL
+    when that command runs this server (so an upstream tool its gateway lists directly is known for one)."""
     roots = [r for r in data.get("workspace_roots") or [] if isinstance(r, str) and r]
     cwd = roots[0] if roots else str(data.get("cwd") or "")
     tool, arguments, result = str(data.get("tool_name") or ""), data.get("tool_input"), data.get("tool_output")
     if event in ("beforeShellExecution", "afterShellExecution"):
         tool, arguments, result = "Shell", {"command": data.get("command"), "cwd": data.get("cwd")}, data.get("output")
     elif event in ("beforeMCPExecution", "afterMCPExecution"):
-        tool, result = (tool if tool.startswith("mcp__") else f"mcp__{tool}"), data.get("result_json")
+        ours = any(name in str(data.get("command") or "") for name in ("abilities-mcp", "abilities_mcp"))
+        bare = tool.removeprefix("mcp__")
+        tool, result = (f"mcp__abilities__{bare}" if ours else f"mcp__{bare}"), data.get("result_json")
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
