@@ -3,12 +3,14 @@ worker thread), lines are bounded, and writes to a full pipe wait for room inste
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections.abc import AsyncIterator
 
 import anyio
 
+log = logging.getLogger(__name__)
 # Bytes read at a time.
 READ_CHUNK = 256 * 1024
 # A line longer than this is not kept (its head is, to find its id): a peer that never sends a newline must not grow
@@ -57,7 +59,8 @@ async def read_some(fd: int, waits: bool) -> bytes:
             return os.read(fd, READ_CHUNK)
         except (BlockingIOError, InterruptedError):
             continue
-        except OSError:  # the descriptor went bad under us: the same as the peer hanging up
+        except OSError as exc:  # the descriptor went bad under us: the same as the peer hanging up
+            log.warning("reading descriptor %d failed (%s): treated as its end", fd, exc)
             return b""
 
 

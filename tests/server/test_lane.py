@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -270,3 +271,19 @@ async def test_a_lane_call_after_gateway_json_stops_exposing_a_server_tells_the_
     assert result["content"][0]["text"] == "Echo: hi"
     told = [m for m in server.seen[:answer_at] if m.get("method") == "notifications/tools/list_changed"]
     assert len(told) == 1
+
+
+async def test_a_crash_in_tool_calls_work_is_answered_with_mcpservers_words_and_not_its_cause() -> None:
+    lane = Lane()
+
+    async def crashing(*_: Any) -> Any:
+        raise RuntimeError("secret internals")
+
+    lane.call_through = crashing  # type: ignore[assignment]
+    params = {"name": "tool_call", "arguments": {"tool": "db__read_query"}}
+
+    session = SimpleNamespace(session_of_request=lambda *_: "s1")
+
+    result = await lane._tool_call(session, params, None)  # type: ignore[arg-type]
+
+    assert result.is_error and result.content[0].text == "Error executing tool tool_call"

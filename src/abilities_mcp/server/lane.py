@@ -123,6 +123,9 @@ class Lane:
             )
         except AbilitiesError as exc:  # the words MCPServer gives a ToolError raised by the tool function
             return _error(f"Error executing tool {TOOL_CALL}: {exc}")
+        except Exception:  # a bug of ours: MCPServer's words for a tool that crashed, the cause kept in the log
+            log.exception("tool %r raised an unexpected exception", TOOL_CALL)
+            return _error(f"Error executing tool {TOOL_CALL}")
 
     async def _exposed_call(self, session: Session, params: Mapping[str, Any], progress: Any) -> CallToolResult:
         assert self.exposed is not None
@@ -142,14 +145,9 @@ class Lane:
                     await self._send(changed)
                 progress = self._progress(token) if isinstance(token, int | str) else None
                 answer = self._response(request_id, await work(session, params, progress))
-            except Exception:  # a bug of ours: answered as the SDK answers a tool that crashed
+            except Exception:  # a bug of ours in an exposed call (the middleware's path): a JSON-RPC error
                 log.exception("tool %r raised an unexpected exception", params.get("name"))
-                failed = f"Error executing tool {params.get('name')}" if params.get("name") == TOOL_CALL else None
-                answer = (
-                    self._response(request_id, _error(failed))
-                    if failed
-                    else _failure(request_id, types.INTERNAL_ERROR, "Internal error")
-                )
+                answer = _failure(request_id, types.INTERNAL_ERROR, "Internal error")
             finally:
                 self._calls.pop(coerce_request_id(request_id), None)
         if answer is not None and not scope.cancelled_caught:
