@@ -21,7 +21,7 @@ from mcp import Client
 from abilities_mcp.gateway.upstreams import MAX_STDERR_BYTES
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.project import Project
-from support import raw_server, until
+from support import raw_server, stdio_params, until
 from upstream_servers import everything_server
 
 # Long enough that it is still running whenever the test acts on it; the test ends it sooner.
@@ -35,13 +35,24 @@ def configure(root: Path, timeout: str = "60s", workflows: dict[str, Any] | None
         (root / "workflows.json").write_text(json.dumps(workflows))
 
 
-@pytest.fixture
-def connect(project: Project) -> Callable[..., Any]:
+# In memory, tool_call goes the SDK's way; over stdio, down the lane (server/lane.py), where a call with nothing to
+# wait for, once the upstream is up, is started from the loop's callback: each path meets every failure here.
+PATHS = ["in memory", "over stdio"]
+
+
+def open_client(project: Project, over: str) -> Client:
+    if over == "in memory":
+        return Client(create_server(project))
+    return Client(stdio_params(project.root), mode="legacy")  # the handshake, as the clients do it
+
+
+@pytest.fixture(params=PATHS)
+def connect(project: Project, request: pytest.FixtureRequest) -> Callable[..., Any]:
     """connect(timeout=..., workflows=...) → a client of a server whose gateway fronts server-everything."""
 
     def make(**config: Any) -> Client:
         configure(project.root, **config)
-        return Client(create_server(project))
+        return open_client(project, request.param)
 
     return make
 
@@ -344,6 +355,7 @@ async def test_a_flood_on_the_upstreams_stderr_is_cut_back_to_its_tail(project: 
 
 
 async def test_the_upstreams_progress_notifications_reach_the_caller_of_tool_call(client) -> None:
+    assert not (await tool_call(client, "everything__echo", {"message": "warm up"})).is_error  # the upstream is up
     seen: list[tuple[float, float | None]] = []
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
@@ -374,8 +386,9 @@ child.wait()
 """
 
 
+@pytest.mark.parametrize("over", PATHS)
 async def test_a_cancelled_tool_call_cancels_the_upstream_request_and_the_gateway_keeps_serving(
-    project: Project, tmp_path: Path
+    project: Project, tmp_path: Path, over: str
 ) -> None:
     """The caller cancels tool_call (notifications/cancelled); the gateway sends the upstream notifications/cancelled
     for the request it made, seen by a relay that records what the upstream receives."""
@@ -387,7 +400,7 @@ async def test_a_cancelled_tool_call_cancels_the_upstream_request_and_the_gatewa
     def received() -> list[dict[str, Any]]:
         return [json.loads(line) for line in sent.read_bytes().splitlines()] if sent.exists() else []
 
-    async with Client(create_server(project)) as client:
+    async with open_client(project, over) as client:
         assert not (await tool_call(client, "everything__echo", {"message": "warm up"})).is_error
         with anyio.CancelScope() as scope:  # the SDK's client sends notifications/cancelled when its call is cancelled
 

@@ -135,3 +135,51 @@ async def test_an_upstream_that_answers_with_the_id_as_a_string_is_still_underst
             result = await echo(client, "seven")
 
     assert result.content[0].text == "seven"
+
+
+# An upstream that answers `echo` at once, never answers `hold`, and records every line it reads.
+RECORDER = r"""
+import json, sys
+log = open(sys.argv[1], "a", buffering=1)
+for line in sys.stdin:
+    log.write(line)
+    message = json.loads(line)
+    if message.get("method") == "tools/call" and message["params"]["name"] == "echo":
+        text = message["params"]["arguments"]["text"]
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": text}]}}
+        print(json.dumps(answer), flush=True)
+"""
+
+
+async def test_a_call_started_at_once_is_handed_its_answer_and_a_forgotten_one_is_cancelled_upstream(
+    tmp_path: Path,
+) -> None:
+    from abilities_mcp.gateway.link import Link
+
+    script, received = tmp_path / "recorder.py", tmp_path / "received.jsonl"
+    script.write_text(RECORDER)
+    got: list[Any] = []
+    with (tmp_path / "stderr").open("wb") as errlog:
+        link = Link(sys.executable, [str(script), str(received)], None, tmp_path, errlog)
+        async with link.streams():
+            assert link.start_call("echo", {"text": "hi"}, got.append) is not None
+            await until(lambda: got)
+            held = link.start_call("hold", {}, got.append)
+            assert held is not None
+            link.forget(held)
+            lines = await until(
+                lambda: [json.loads(line) for line in received.read_text().splitlines()][2:], timeout=10
+            )
+            assert link.start_call("echo", {"text": "x" * 5000}, got.append) is None  # not one atomic write
+            last = link.start_call("hold", {}, got.append)
+            assert last is not None
+        # the upstream is stopped while `last` waits: it is told why
+    assert got[0]["result"]["content"] == [{"type": "text", "text": "hi"}]
+    assert lines == [
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": held, "reason": "the gateway's caller cancelled the call"},
+        }
+    ]
+    assert len(got) == 2 and isinstance(got[1], ConnectionError)

@@ -411,3 +411,41 @@ async def test_an_input_value_arrives_as_exactly_one_word_and_never_runs(
     assert result.structured_content["status"] == "completed", result.structured_content
     assert result.structured_content["steps"][0]["output"] == f"[{expected}]"
     assert not (root / "PWNED").exists()
+
+
+async def test_answers_written_from_the_loops_callback_stay_whole_lines_in_order_when_the_pipe_is_full() -> None:
+    import fcntl
+
+    import mcp_types as types
+
+    from abilities_mcp.server.stdio import Stdout
+
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)
+    os.set_blocking(w, False)
+    out = Stdout(w, None)
+
+    def answer(n: int) -> types.JSONRPCResponse:
+        return types.JSONRPCResponse(jsonrpc="2.0", id=n, result={"text": str(n) * 20_000})
+
+    out.write_now(answer(1))  # more than the pipe holds: the rest waits for room, written by a task
+    writing = anyio.Event()
+
+    async def write_more() -> None:
+        writing.set()
+        await out.write(answer(2))  # the server's writer: after the whole of 1
+        out.write_now(answer(3))  # after 2
+
+    received = bytearray()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(write_more)
+        await writing.wait()
+        os.set_blocking(r, False)
+        while received.count(b"\n") < 3:
+            await anyio.wait_readable(r)
+            received += os.read(r, 65536)
+        await out.flush()
+    os.close(r)
+    os.close(w)
+
+    assert [json.loads(line)["id"] for line in received.splitlines()] == [1, 2, 3]

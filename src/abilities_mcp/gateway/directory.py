@@ -109,6 +109,18 @@ async def discover(config: GatewayConfig, upstreams: Upstreams, only: str | None
     return Listing(entries, time.time(), [failed[n] for n in names if n in failed] + broken(config), failed)
 
 
+def discover_now(config: GatewayConfig, upstreams: Upstreams, only: str | None = None) -> Listing | None:
+    """discover's listing when every upstream it needs is already up and listed (no task needed); else None."""
+    names = [only] if only is not None else list(config.upstreams)
+    entries: list[Entry] = []
+    for name in names:
+        tools = upstreams.connection(config.upstreams[name]).tools_now()
+        if tools is None:
+            return None
+        entries += _entries(tools, name)
+    return Listing(entries, time.time(), broken(config), {})
+
+
 @by_identity(LISTINGS_KEPT)
 def _entries(tools: list[Any], server: str) -> list[Entry]:
     """One upstream's tools as entries, made once per listing (a connection lists its tools once)."""

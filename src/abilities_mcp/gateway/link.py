@@ -12,15 +12,17 @@ and KILL to the group, every wait bounded.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
 import os
+import select
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import anyio
 import mcp_types as types
@@ -31,7 +33,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from ..pipes import MAX_LINE_BYTES, lines, write_all
+from ..pipes import MAX_LINE_BYTES, Inbox, write_all
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +50,28 @@ FLUSH_SECONDS = 0.5
 CANCEL_NOTICE_SECONDS = 1.0
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+# Where a call started with `start_call` gets its answer (a JSON-RPC answer) or why there is none.
+Deliver = Callable[[dict[str, Any] | BaseException], None]
+
+
+class _Line(NamedTuple):
+    """A line the upstream wrote, and its JSON object when a lane call may want it."""
+
+    raw: bytes
+    whole: bool
+    message: dict[str, Any] | None
 
 
 class _Call:
-    """One lane call waiting for its answer."""
+    """One lane call waiting for its answer: an event its task waits on, or a function the answer is handed to."""
 
-    __slots__ = ("answered", "answer", "progress")
+    __slots__ = ("answered", "answer", "progress", "deliver")
 
-    def __init__(self, progress: Progress | None):
-        self.answered = anyio.Event()
+    def __init__(self, progress: Progress | None, deliver: Deliver | None = None):
+        self.answered = anyio.Event() if deliver is None else None
         self.answer: dict[str, Any] | BaseException | None = None
         self.progress = progress
+        self.deliver = deliver
 
 
 class Link:
@@ -81,6 +94,7 @@ class Link:
         self._writing = anyio.Lock(fast_acquire=True)  # uncontended (the usual case), taking it does not yield
         self._closed: BaseException | None = None  # why the lane takes no more calls
         self._stdin = self._stdout = -1
+        self._notices: set[asyncio.Task[None]] = set()  # cancel notices waiting for the pipe
 
     @asynccontextmanager
     async def streams(
@@ -132,17 +146,14 @@ class Link:
             raise self._closed
         request_id = next(self._ids)
         call = self._calls[request_id] = _Call(progress)
-        params: dict[str, Any] = {"name": name, "arguments": arguments}
-        if progress is not None:
-            params["_meta"] = {"progressToken": request_id}
+        assert call.answered is not None
         try:
-            await self._send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+            await self._send(_request(request_id, name, arguments, progress))
             await call.answered.wait()
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_NOTICE_SECONDS):
-                notice = {"requestId": request_id, "reason": "the gateway's caller cancelled the call"}
                 with suppress(OSError, ConnectionError):
-                    await self._send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": notice})
+                    await self._send(_cancelled(request_id))
             raise
         finally:
             self._calls.pop(request_id, None)
@@ -150,15 +161,49 @@ class Link:
         if isinstance(answer, BaseException):
             raise answer
         assert answer is not None
-        if "error" in answer:
-            raise MCPError.from_error_data(types.ErrorData.model_validate(answer["error"]))
-        result = answer.get("result")
-        if not isinstance(result, dict):
-            raise MCPError(types.INVALID_PARAMS, f"the upstream answered tools/call with {result!r}, not a result")
-        return result
+        return result_of(answer)
+
+    def start_call(
+        self, name: str, arguments: dict[str, Any], deliver: Deliver, progress: Progress | None = None
+    ) -> int | None:
+        """Send tools/call from a loop callback, without a task: its answer (or why none came) is handed to
+        `deliver` as it arrives. The id to `forget` it by; None when it cannot go at once (the link is closed,
+        another line is being written, the pipe is full, the line is longer than one atomic write): then nothing
+        was sent, and the caller takes the waiting way."""
+        if self._closed is not None or self._writing.locked():
+            return None
+        request_id = next(self._ids)
+        if not self._write_now(_encoded(_request(request_id, name, arguments, progress))):
+            return None
+        self._calls[request_id] = _Call(progress, deliver)
+        return request_id
+
+    def forget(self, request_id: int) -> None:
+        """Drop a started call: its answer, if one comes, goes nowhere; the upstream is told, as call_tool's
+        cancellation tells it."""
+        if self._calls.pop(request_id, None) is None or self._closed is not None:
+            return
+        notice = _encoded(_cancelled(request_id))
+        if not self._write_now(notice):
+            self._notices.add(task := asyncio.get_running_loop().create_task(self._notify(notice)))
+            task.add_done_callback(self._notices.discard)
+
+    async def _notify(self, notice: bytes) -> None:
+        with anyio.move_on_after(CANCEL_NOTICE_SECONDS), suppress(ConnectionError):
+            await self._write_line(notice)
+
+    def _write_now(self, data: bytes) -> bool:
+        """Write a whole line at once, or nothing: a pipe takes a write of at most PIPE_BUF bytes whole or not at
+        all, so no other line can be cut in two by it."""
+        if len(data) > select.PIPE_BUF or self._writing.locked():
+            return False
+        try:
+            return os.write(self._stdin, data) == len(data)
+        except OSError:  # full (EAGAIN), or the upstream stopped reading: the waiting way says which
+            return False
 
     async def _send(self, message: dict[str, Any]) -> None:
-        await self._write_line(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        await self._write_line(_encoded(message))
 
     async def _write_line(self, data: bytes) -> None:
         async with self._writing:  # one line at a time: the client's and the lane's never interleave
@@ -180,47 +225,54 @@ class Link:
             written.set()
 
     async def _read(self, to_client: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
-        """Every line the upstream writes: a lane call's answer or progress to that call, the rest to the client.
-        At the end of its stdout, every waiting call fails and the client sees the stream close."""
+        """Every line the upstream writes: a lane call's answer to that call (on arrival, in the loop's callback,
+        unless lines before it still wait), its progress to that call, the rest to the client. At the end of its
+        stdout, every waiting call fails and the client sees the stream close."""
         try:
             async with to_client:
-                async for line, whole in lines(self._stdout):
-                    if not line.strip():
+                async for line, _ in Inbox(self._stdout, self._line, self._answered).items():
+                    if not line.raw.strip():
                         continue
-                    if not whole:
+                    if not line.whole:
                         self._close(ConnectionError(f"the upstream wrote a line longer than {MAX_LINE_BYTES} bytes"))
                         continue
-                    if not await self._to_lane(line):
-                        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                            await to_client.send(_parsed(line))
+                    if self._answered(line) or await self._progressed(line):
+                        continue
+                    with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        await to_client.send(_parsed(line.raw))
         finally:
             self._close(ConnectionError("the upstream closed its stdout (it exited or crashed)"))
 
-    async def _to_lane(self, line: bytes) -> bool:
-        """Deliver a line that belongs to a lane call; False for any other."""
-        if not self._calls:
+    def _line(self, raw: bytes, whole: bool) -> _Line:
+        """A line as read, decoded only while lane calls wait (the client's own traffic is left to its parser)."""
+        message = None
+        if self._calls and whole:
+            with suppress(ValueError):
+                message = json.loads(raw)
+        return _Line(raw, whole, message if isinstance(message, dict) else None)
+
+    def _answered(self, line: _Line) -> bool:
+        """Hand a lane call its answer; False for any other line."""
+        message = line.message
+        if message is None or "id" not in message or "method" in message:
             return False
-        try:
-            message = json.loads(line)
-        except ValueError:
+        call = self._call_of(message["id"])
+        if call is None:
             return False
-        if not isinstance(message, dict):
+        self._settle(message["id"], call, message)
+        return True
+
+    async def _progressed(self, line: _Line) -> bool:
+        """Pass a lane call its progress; False for any other line."""
+        message = line.message
+        if message is None or message.get("method") != "notifications/progress":
             return False
-        if "id" in message and "method" not in message:
-            call = self._call_of(message["id"])
-            if call is None:
-                return False
-            call.answer = message
-            call.answered.set()
-            return True
-        if message.get("method") == "notifications/progress":
-            params = message.get("params")
-            call = self._call_of(params.get("progressToken") if isinstance(params, dict) else None)
-            if call is None or call.progress is None:
-                return False
-            await _report(call.progress, params)
-            return True
-        return False
+        params = message.get("params")
+        call = self._call_of(params.get("progressToken") if isinstance(params, dict) else None)
+        if call is None or call.progress is None:
+            return False
+        await _report(call.progress, params)  # type: ignore[arg-type]
+        return True
 
     def _call_of(self, request_id: Any) -> _Call | None:
         """The lane call an id (or progress token) names; "7" names 7, as the SDK correlates them."""
@@ -232,10 +284,48 @@ class Link:
         """No more lane calls; the waiting ones fail with `why`."""
         if self._closed is None:
             self._closed = why
-        for call in self._calls.values():
+        for request_id, call in list(self._calls.items()):
             if call.answer is None:
-                call.answer = why
-                call.answered.set()
+                self._settle(request_id, call, why)
+
+    def _settle(self, request_id: Any, call: _Call, answer: dict[str, Any] | BaseException) -> None:
+        """Give a call its answer: wake its task, or hand it over (a started call is done with then)."""
+        call.answer = answer
+        if call.answered is not None:
+            call.answered.set()
+            return
+        self._calls.pop(coerce_request_id(request_id), None)  # type: ignore[arg-type]
+        assert call.deliver is not None
+        try:
+            call.deliver(answer)
+        except Exception:  # a bug of the receiver's: the link and the other calls go on
+            log.exception("handing an upstream's answer over failed")
+
+
+def result_of(answer: dict[str, Any]) -> dict[str, Any]:
+    """The result of a tools/call answer; MCPError for an error answer or one without a result."""
+    if "error" in answer:
+        raise MCPError.from_error_data(types.ErrorData.model_validate(answer["error"]))
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        raise MCPError(types.INVALID_PARAMS, f"the upstream answered tools/call with {result!r}, not a result")
+    return result
+
+
+def _request(request_id: int, name: str, arguments: dict[str, Any], progress: Progress | None) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name, "arguments": arguments}
+    if progress is not None:
+        params["_meta"] = {"progressToken": request_id}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def _cancelled(request_id: int) -> dict[str, Any]:
+    notice = {"requestId": request_id, "reason": "the gateway's caller cancelled the call"}
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": notice}
+
+
+def _encoded(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
 def _parsed(line: bytes) -> SessionMessage | Exception:

@@ -8,7 +8,7 @@ the main call is sent only after every prerequisite an enforce workflow needed h
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from mcp_types import CallToolResult, TextContent
@@ -19,8 +19,8 @@ from ..prerequisites.sessions import MAX_RESULT_CHARS, SessionState
 from ..prerequisites.workflows import Prerequisite, Workflows, WorkflowSet
 from .arguments import Unfilled, fill, schema_problems
 from .config import Gateway, GatewayConfig
-from .directory import Entry, Listing, discover, resolve, split
-from .upstreams import Progress, UpstreamError, Upstreams
+from .directory import Entry, Listing, UnknownTool, discover, discover_now, resolve, split
+from .upstreams import Progress, Started, UpstreamError, Upstreams
 
 # A prerequisite the gateway runs is tried this many times before the workflow is aborted (the seed's rule).
 PREREQUISITE_ATTEMPTS = 3
@@ -63,6 +63,10 @@ class Outcome(NamedTuple):
     result: CallToolResult
     gate: Gate
     attempts: int = 1  # how many times the main call was sent (more only when retried: read-only, tool_batch)
+
+
+# Where a call started without a task ends (Proxy.call_now): handed a function that returns its Outcome or raises.
+Finished = Callable[[Callable[[], "Outcome"]], None]
 
 
 class Planned(NamedTuple):
@@ -129,6 +133,39 @@ class Proxy:
         if not result.is_error and _is_prerequisite(found, entry.qualified):  # else there is nothing to record
             self.sessions.record(session_id, found, entry.qualified, text_of(result))
         return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + found.warnings()), sent)
+
+    def call_now(
+        self, name: str, arguments: dict[str, Any], session_id: str, done: Finished, progress: Progress | None = None
+    ) -> Started | None:
+        """`call` from a loop callback, without a task, for a call that needs nothing waited for before it is sent:
+        its upstream up and listed, its arguments fitting, no prerequisite to run. `done` is handed a function that
+        returns the Outcome or raises as `call` does. None when the call is not such a call (nothing was sent,
+        nothing was recorded): `call` is the way then, and says why when it fails."""
+        server = split(name, self.config)[0]
+        listing = discover_now(self.config, self.upstreams, only=server)
+        if listing is None:
+            return None
+        try:
+            entry = resolve(name, listing)
+        except UnknownTool:
+            return None
+        if schema_problems(entry.input_schema, arguments):
+            return None
+        found = self.workflows.current()
+        first = check(found, entry.qualified, "", _Recorded(self.sessions, session_id))
+        if first.verdict == "deny":
+            return None
+        gate = Gate(first.verdict, [], _warnings(first) + found.warnings())
+
+        def outcome(result: CallToolResult) -> Outcome:
+            if not result.is_error and _is_prerequisite(found, entry.qualified):
+                self.sessions.record(session_id, found, entry.qualified, text_of(result))
+            return Outcome(entry, result, gate)
+
+        upstream = self.config.upstreams[entry.server]
+        return self.upstreams.connection(upstream).call_now(
+            entry.name, arguments, lambda result: done(lambda: outcome(result())), progress
+        )
 
     async def _main_call(
         self, entry: Entry, arguments: dict[str, Any], attempts: int, progress: Progress | None

@@ -8,14 +8,16 @@ call that met it, never for the server: the next call starts the upstream again.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
+import functools
 import logging
 import math
 import os
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import anyio
 from anyio.abc import TaskGroup
@@ -25,7 +27,7 @@ from mcp_types import CallToolResult, Tool
 
 from ..errors import AbilitiesError
 from .config import Upstream
-from .link import Link
+from .link import Link, result_of
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,8 @@ MAX_TOOL_PAGES = 50
 
 # Where an upstream's progress notifications go: (progress, total, message), as the SDK's client hands them over.
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+# Where a call started without a task ends: handed a function that returns its result or raises why there is none.
+Done = Callable[[Callable[[], CallToolResult]], None]
 
 
 class UpstreamError(AbilitiesError):
@@ -99,6 +103,54 @@ class Connection:
             work = client.call_tool(tool, arguments, progress_callback=progress)
         return await self._guarded(client, work, f"calling {tool!r}")
 
+    def tools_now(self) -> list[Tool] | None:
+        """The upstream's tools when it is up, listed and trusted (no task needed to know them); else None."""
+        if self._client is None or self._tools is None or self._suspect or self._lock.locked():
+            return None
+        self._trim()
+        return self._tools
+
+    def call_now(
+        self, tool: str, arguments: dict[str, Any], done: Done, progress: Progress | None = None
+    ) -> Started | None:
+        """Start a call from a loop callback, without a task, when the upstream is up, listed and trusted and speaks
+        over a link. `done` is handed a function that returns the result or raises the UpstreamError, as `call`
+        does. None when the call cannot start so (nothing was sent): `call` is the way then."""
+        client, link = self._client, self._link
+        if self.tools_now() is None or client is None or link is None:
+            return None
+        if tool not in client.session._tool_output_schemas:  # checking its result would have to list the tools
+            return None
+
+        def answered(answer: dict[str, Any] | BaseException) -> None:
+            timer.cancel()
+            done(lambda: self._result(client, tool, answer))
+
+        def timed_out() -> None:
+            link.forget(request_id)
+            self._suspect = self._client is client
+            done(functools.partial(_raise, self._timed_out(f"calling {tool!r}")))
+
+        request_id = link.start_call(tool, arguments, answered, progress)
+        if request_id is None:
+            return None
+        timer = asyncio.get_running_loop().call_later(self.upstream.timeout, timed_out)
+        return Started(lambda: (timer.cancel(), link.forget(request_id)))
+
+    def _result(self, client: Client, tool: str, answer: dict[str, Any] | BaseException) -> CallToolResult:
+        """A started call's answer checked as _through_lane checks one; a failure handled as _guarded handles it."""
+        try:
+            if isinstance(answer, BaseException):
+                raise answer
+            result = CallToolResult.model_validate(result_of(answer))
+            if not result.is_error:
+                _at_once(client.session.validate_tool_result(tool, result))
+            return result
+        except Exception as exc:  # the connection is gone or confused: whatever it is, start afresh next time
+            if self._client is client:
+                self._drop()
+            raise self._failure(exc, f"failed while calling {tool!r}") from None
+
     async def _through_lane(
         self, client: Client, link: Link, tool: str, arguments: dict[str, Any], progress: Progress | None
     ) -> CallToolResult:
@@ -111,6 +163,9 @@ class Connection:
 
     async def close(self) -> None:
         """Stop the upstream (the SDK closes its stdin, then terminates its process group)."""
+        self._drop()
+
+    def _drop(self) -> None:
         self._stop.set()
         self._client, self._link, self._tools = None, None, None
 
@@ -231,13 +286,16 @@ class Connection:
                 return await work
         except TimeoutError:
             self._suspect = self._client is client
-            raise UpstreamError(
-                self.name, f"did not answer within {self.upstream.timeout:g}s while {doing}", self.stderr_tail()
-            ) from None
+            raise self._timed_out(doing) from None
         except Exception as exc:  # the connection is gone or confused: whatever it is, start afresh next time
             if self._client is client:
                 await self.close()
             raise self._failure(exc, f"failed while {doing}") from None
+
+    def _timed_out(self, doing: str) -> UpstreamError:
+        return UpstreamError(
+            self.name, f"did not answer within {self.upstream.timeout:g}s while {doing}", self.stderr_tail()
+        )
 
     def _failure(self, exc: BaseException, what: str) -> UpstreamError:
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # the SDK's task groups wrap the cause
@@ -247,6 +305,26 @@ class Connection:
             return UpstreamError(self.name, f"{what}: {why}")
         detail = str(exc) or type(exc).__name__
         return UpstreamError(self.name, f"{what}: {detail}", self.stderr_tail())
+
+
+class Started(NamedTuple):
+    """A call started without a task: `cancel()` drops it (the upstream is told; `done` is never called)."""
+
+    cancel: Callable[[], object]
+
+
+def _raise(error: BaseException) -> Any:
+    raise error
+
+
+def _at_once(work: Coroutine[Any, Any, None]) -> None:
+    """Run a coroutine that has nothing to wait for to its end, outside any task; RuntimeError if it would wait."""
+    try:
+        work.send(None)
+    except StopIteration:
+        return
+    work.close()
+    raise RuntimeError("a check that was to finish at once waited for something")
 
 
 def _tail(fd: int) -> bytes:

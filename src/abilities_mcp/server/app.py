@@ -127,7 +127,7 @@ def create_server(
         from .exposed import ExposedTools
         from .gateway_tools import add_gateway_tools
 
-        lane.call_through = add_gateway_tools(server, gateway, catalog.workflows, session_ttl)
+        lane.call_through, lane.call_now = add_gateway_tools(server, gateway, catalog.workflows, session_ttl)
         own = {tool.name for tool in server._tool_manager.list_tools()}
         lane.exposed = ExposedTools(gateway, catalog.workflows, session_ttl, own)
         server._lowlevel_server.middleware.append(lane.exposed)  # no public add

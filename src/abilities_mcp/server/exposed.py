@@ -130,11 +130,15 @@ class ExposedTools:
     def changed_since_listed(self, session: Any) -> bool:
         """Whether gateway.json changed which servers are exposed since this client listed the tools (true once:
         the client is to be told, and will list again)."""
-        listed = getattr(session, "exposed_servers", None)
-        if listed is not None and listed != set(self._servers()):
+        if self.to_tell(session):
             session.exposed_servers = None
             return True
         return False
+
+    def to_tell(self, session: Any) -> bool:
+        """changed_since_listed's answer, without taking it."""
+        listed = getattr(session, "exposed_servers", None)
+        return listed is not None and listed != set(self._servers())
 
 
 def _tool(entry: Entry) -> Tool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -22,7 +22,7 @@ from ..gateway import batch, cache
 from ..gateway.config import Gateway
 from ..gateway.directory import broken, search
 from ..gateway.proxy import Gate, Outcome, Proxy
-from ..gateway.upstreams import Progress
+from ..gateway.upstreams import Progress, Started
 from ..prerequisites.gates import categories_of
 from ..prerequisites.sessions import SessionState
 from ..prerequisites.workflows import Workflows
@@ -126,9 +126,20 @@ PROXIES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_worl
 
 # tool_call's work for a connection's Session: (session, tool, arguments, session_id, progress) -> its result.
 CallThrough = Callable[[Any, str, dict[str, Any], str, Progress | None], Awaitable[CallToolResult]]
+# Where tool_call started without a task ends: handed a function that returns its result or raises as call_through.
+Finish = Callable[[Callable[[], CallToolResult]], None]
+# tool_call started without a task (session, tool, arguments, session_id, progress, finish); None when it must wait.
+CallNow = Callable[[Any, str, dict[str, Any], str, Progress | None, Finish], Started | None]
 
 
-def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows, ttl_seconds: float) -> CallThrough:
+class GatewayCalls(NamedTuple):
+    """tool_call's work, for the stdio transport's direct lane (server/lane.py): awaited, or started at once."""
+
+    through: CallThrough
+    now: CallNow
+
+
+def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows, ttl_seconds: float) -> GatewayCalls:
     """tool_search, tool_call, tool_batch and tool_chain, over the upstreams of gateway.json and the connection's
     session records. Returns tool_call's work, for the stdio transport's direct lane (server/lane.py)."""
 
@@ -144,6 +155,16 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
         """tool_call: the upstream's result with what the gates did; raises AbilitiesError (a refusal, a bad
         argument, an upstream that failed)."""
         return _result(await proxy_of(session).call(tool, arguments, session_id, progress=progress))
+
+    def call_now(
+        session: Any, tool: str, arguments: dict[str, Any], session_id: str, progress: Progress | None, finish: Finish
+    ) -> Started | None:
+        """tool_call started at once when nothing has to be waited for first (Proxy.call_now); None otherwise."""
+
+        def finished(outcome: Callable[[], Outcome]) -> None:
+            finish(lambda: _result(outcome()))
+
+        return proxy_of(session).call_now(tool, arguments, session_id, finished, progress)
 
     refreshing: set[str] = set()  # cache files a background refresh is writing now
 
@@ -259,7 +280,7 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
             failed_step=chained.failed_step,
         )
 
-    return call_through
+    return GatewayCalls(call_through, call_now)
 
 
 def _gate_info(gate: Gate) -> GateInfo:

@@ -27,8 +27,9 @@ from pydantic import ValidationError
 from ..errors import AbilitiesError
 
 if TYPE_CHECKING:
+    from ..gateway.upstreams import Started
     from .exposed import ExposedTools
-    from .gateway_tools import CallThrough
+    from .gateway_tools import CallNow, CallThrough
     from .session import Session
 
 log = logging.getLogger(__name__)
@@ -48,23 +49,35 @@ class Lane:
     def __init__(self) -> None:
         self.session: Session | None = None  # the connection's, while the server's lifespan runs
         self.call_through: CallThrough | None = None  # tool_call's work (server/gateway_tools.py)
+        self.call_now: CallNow | None = None  # the same, started without a task when nothing must be waited for
         self.exposed: ExposedTools | None = None  # the exposed upstream tools (server/exposed.py)
         self._initialize_id: types.RequestId | None = None
         self._version: str | None = None  # negotiated, when it is a handshake-era version
         self._initialized = False
         self._calls: dict[types.RequestId, anyio.CancelScope] = {}
+        self._started: dict[types.RequestId, Started] = {}  # calls started without a task, waiting for the upstream
         self._tasks: TaskGroup | None = None
         self._out: Callable[[types.JSONRPCMessage], Awaitable[None]] | None = None
+        self._out_now: Callable[[types.JSONRPCMessage], None] | None = None
 
-    def attach(self, tasks: TaskGroup, out: Callable[[types.JSONRPCMessage], Awaitable[None]]) -> None:
-        """Where the lane's calls run and how its messages are written (in turn with the server's)."""
-        self._tasks, self._out = tasks, out
+    def attach(
+        self,
+        tasks: TaskGroup,
+        out: Callable[[types.JSONRPCMessage], Awaitable[None]],
+        out_now: Callable[[types.JSONRPCMessage], None],
+    ) -> None:
+        """Where the lane's calls run and how its messages are written (in turn with the server's): `out` from a
+        task, `out_now` from a loop callback."""
+        self._tasks, self._out, self._out_now = tasks, out, out_now
 
     def detach(self) -> None:
         """The transport is closing: calls still running are not answered."""
-        self._out = None
+        self._out = self._out_now = None
         for scope in self._calls.values():
             scope.cancel()
+        for started in self._started.values():
+            started.cancel()
+        self._started.clear()
 
     def take(self, message: types.JSONRPCMessage) -> bool:
         """Whether the lane handles this incoming message; the SDK never sees one it takes."""
@@ -73,6 +86,8 @@ class Lane:
                 self._initialize_id, self._version, self._initialized = message.id, None, False
             elif message.method == "tools/call" and self._ready():
                 work = self._work(message.params)
+                if work == self._tool_call and self._start(message.id, message.params):
+                    return True
                 if work is not None:
                     assert self._tasks is not None
                     log.debug("tools/call %r (id %r) taken by the gateway lane", message.params["name"], message.id)
@@ -83,7 +98,12 @@ class Lane:
                 self._initialized = True
             elif message.method == "notifications/cancelled":
                 request_id = (message.params or {}).get("requestId")
-                scope = self._calls.get(coerce_request_id(request_id)) if type(request_id) in (int, str) else None
+                key = coerce_request_id(request_id) if type(request_id) in (int, str) else None
+                started = self._started.pop(key, None) if key is not None else None
+                if started is not None:
+                    started.cancel()
+                    return True
+                scope = self._calls.get(key) if key is not None else None
                 if scope is not None:
                     scope.cancel()
                     return True
@@ -114,18 +134,53 @@ class Lane:
             return self._exposed_call
         return None
 
+    def _start(self, request_id: types.RequestId, params: dict[str, Any]) -> bool:
+        """Start a tool_call here, in the loop's callback, when the gateway has nothing to wait for before sending it
+        (gateway/proxy.py: Proxy.call_now); its answer is written when the upstream's arrives. False when it must
+        take the waiting way (a task of its own: `_answer`), which then does everything, from the start."""
+        session, key = self.session, coerce_request_id(request_id)
+        if self.call_now is None or self._out_now is None or key in self._started or key in self._calls:
+            return False
+        assert session is not None
+        if self.exposed is not None and self.exposed.to_tell(session):
+            return False  # the client is told first, which takes a task
+        token = (params.get("_meta") or {}).get("progressToken")
+        progress = self._progress(token) if isinstance(token, int | str) else None
+        arguments = params["arguments"]
+
+        def finish(result: Callable[[], CallToolResult]) -> None:
+            if self._started.pop(key, None) is None or self._out_now is None:
+                return  # cancelled, or the transport is closing
+            try:
+                answer = result()
+            except Exception as exc:
+                answer = _failed(exc)
+            self._out_now(self._response(request_id, answer))
+
+        try:
+            started = self.call_now(
+                session, arguments["tool"], arguments.get("arguments") or {}, _session_id(session, params), progress,
+                finish,
+            )  # fmt: skip
+        except Exception:  # a bug of ours before anything was sent: the waiting way says what it is
+            log.exception("starting tool_call at once failed; it takes the waiting way")
+            return False
+        if started is None:
+            return False
+        log.debug("tools/call %r (id %r) started at once by the gateway lane", TOOL_CALL, request_id)
+        self._started[key] = started
+        return True
+
     async def _tool_call(self, session: Session, params: Mapping[str, Any], progress: Any) -> CallToolResult:
         assert self.call_through is not None
         arguments = params["arguments"]
         try:
-            return await self.call_through(
+            result = await self.call_through(
                 session, arguments["tool"], arguments.get("arguments") or {}, _session_id(session, params), progress
             )
-        except AbilitiesError as exc:  # the words MCPServer gives a ToolError raised by the tool function
-            return _error(f"Error executing tool {TOOL_CALL}: {exc}")
-        except Exception:  # a bug of ours: MCPServer's words for a tool that crashed, the cause kept in the log
-            log.exception("tool %r raised an unexpected exception", TOOL_CALL)
-            return _error(f"Error executing tool {TOOL_CALL}")
+        except Exception as exc:
+            return _failed(exc)
+        return result
 
     async def _exposed_call(self, session: Session, params: Mapping[str, Any], progress: Any) -> CallToolResult:
         assert self.exposed is not None
@@ -180,6 +235,15 @@ class Lane:
             log.info("the client left before a gateway call's answer could be written")
             return
         await self._out(message)
+
+
+def _failed(exc: Exception) -> CallToolResult:
+    """tool_call's failure as MCPServer words it: a ToolError raised by the tool function (a refusal, a bad argument,
+    an upstream that failed), or a tool that crashed (a bug of ours, the cause kept in the log)."""
+    if isinstance(exc, AbilitiesError):
+        return _error(f"Error executing tool {TOOL_CALL}: {exc}")
+    log.error("tool %r raised an unexpected exception", TOOL_CALL, exc_info=exc)
+    return _error(f"Error executing tool {TOOL_CALL}")
 
 
 def _plain_tool_call(arguments: Mapping[str, Any] | None) -> bool:

@@ -11,13 +11,16 @@ event loop waits on the descriptors themselves, and each line is parsed once.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
+from typing import NamedTuple
 
 import anyio
 import mcp_types as types
@@ -26,7 +29,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from ..pipes import MAX_LINE_BYTES, lines, pollable, write_all
+from ..pipes import MAX_LINE_BYTES, Inbox, pollable, write_all
 from .lane import Lane
 
 log = logging.getLogger(__name__)
@@ -61,7 +64,7 @@ async def wire(
         out = Stdout(stdout, lane)
         async with anyio.create_task_group() as tg:
             if lane is not None:
-                lane.attach(tg, out.write)
+                lane.attach(tg, out.write, out.write_now)
             tg.start_soon(_read, stdin, incoming, answers, lane)
             writer = anyio.Event()
             tg.start_soon(_write, outgoing, out, writer)
@@ -73,6 +76,7 @@ async def wire(
                 write_stream.close()  # the server is done: what is queued is written, then the writer ends
                 with anyio.move_on_after(DRAIN_SECONDS):
                     await writer.wait()
+                    await out.flush()
                 tg.cancel_scope.cancel()
 
 
@@ -82,23 +86,45 @@ async def _read(
     answers: MemoryObjectSendStream[SessionMessage],
     lane: Lane | None,
 ) -> None:
+    """Each line to the server, answered with a refusal when it is not a message; the lane's calls it takes on
+    arrival, in the loop's own callback (server/lane.py), or here when lines before them still wait."""
+    taken = _taker(lane) if lane is not None else None
     async with incoming, answers:
-        async for line, whole in lines(fd):
-            if not line.strip():
+        async for item, offered in Inbox(fd, _message, taken).items():
+            if item is None:
                 continue
-            text = line.decode("utf-8", errors="replace")
-            try:
-                if not whole:
-                    await answers.send(SessionMessage(_too_long(text)))
-                    continue
-                message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
-            except ValidationError as exc:
-                answer = refusal_of(text, exc)
-                log.warning("refused a protocol line (%s): %.*s", answer.error.message, SHOWN_CHARS, text.strip())
-                await answers.send(SessionMessage(answer))
-                continue
-            if lane is None or not lane.take(message):
-                await incoming.send(SessionMessage(message))
+            if isinstance(item, _Refusal):
+                await answers.send(SessionMessage(item.answer))
+            elif lane is None or offered or not lane.take(item):
+                await incoming.send(SessionMessage(item))
+
+
+class _Refusal(NamedTuple):
+    """The answer to a line that is not a message."""
+
+    answer: types.JSONRPCError
+
+
+def _message(line: bytes, whole: bool) -> types.JSONRPCMessage | _Refusal | None:
+    """A line read as a message (None for a blank one)."""
+    if not line.strip():
+        return None
+    text = line.decode("utf-8", errors="replace")
+    if not whole:
+        return _Refusal(_too_long(text))
+    try:
+        return types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValidationError as exc:
+        answer = refusal_of(text, exc)
+        log.warning("refused a protocol line (%s): %.*s", answer.error.message, SHOWN_CHARS, text.strip())
+        return _Refusal(answer)
+
+
+def _taker(lane: Lane) -> Callable[[types.JSONRPCMessage | _Refusal | None], bool]:
+    def taken(item: types.JSONRPCMessage | _Refusal | None) -> bool:
+        return item is None or (not isinstance(item, _Refusal) and lane.take(item))
+
+    return taken
 
 
 def _too_long(head: str) -> types.JSONRPCError:
@@ -113,12 +139,14 @@ def _too_long(head: str) -> types.JSONRPCError:
 
 class Stdout:
     """The protocol's stdout: each message a whole line, whoever writes it (the server's writer task, the lane, which
-    writes its answers itself rather than hand them to another task)."""
+    writes its answers itself rather than hand them to another task, even from a loop callback: `write_now`)."""
 
     def __init__(self, fd: int, lane: Lane | None):
         self.fd, self.lane = fd, lane
         self._writing = anyio.Lock(fast_acquire=True)  # lines never interleave; uncontended, taking it does not yield
         self._broken = False
+        self._backlog: deque[bytes] = deque()  # what write_now could not write at once, in order: written first
+        self._flushing: asyncio.Task[None] | None = None
 
     async def write(self, message: types.JSONRPCMessage) -> None:
         if self.lane is not None:
@@ -127,11 +155,58 @@ class Stdout:
             return
         data = message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
         async with self._writing:
+            await self._drain()
+            await self._put(data)
+
+    def write_now(self, message: types.JSONRPCMessage) -> None:
+        """Write from a loop callback, without a task: at once when no other line is being written and the pipe
+        has room; the rest (or all of it) after whatever is being written, by a task of its own."""
+        if self.lane is not None:
+            self.lane.sent(message)
+        if self._broken:
+            return
+        data = message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        if not self._writing.locked() and not self._backlog:
             try:
-                await write_all(self.fd, data)
-            except OSError as exc:  # the client stopped reading (EPIPE): drop answers until it hangs up
-                self._broken = True
-                log.warning("stdout failed (%s): answers are dropped until stdin closes", exc)
+                data = data[os.write(self.fd, data) :]
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as exc:
+                self._break(exc)
+                return
+        if data:
+            self._backlog.append(data)
+            if self._flushing is None:
+                self._flushing = asyncio.get_running_loop().create_task(self._flush())
+
+    async def flush(self) -> None:
+        """Wait until what write_now left is written."""
+        if self._flushing is not None:
+            await self._flushing
+
+    async def _flush(self) -> None:
+        try:
+            async with self._writing:
+                await self._drain()
+        finally:
+            self._flushing = None
+
+    async def _drain(self) -> None:
+        while self._backlog and not self._broken:
+            await self._put(self._backlog.popleft())
+
+    async def _put(self, data: bytes) -> None:
+        try:
+            await write_all(self.fd, data)
+        except OSError as exc:
+            self._break(exc)
+
+    def _break(self, exc: OSError) -> None:
+        """The client stopped reading (EPIPE): answers are dropped until it hangs up."""
+        if not self._broken:
+            self._broken = True
+            self._backlog.clear()
+            log.warning("stdout failed (%s): answers are dropped until stdin closes", exc)
 
 
 async def _write(outgoing: MemoryObjectReceiveStream[SessionMessage], out: Stdout, done: anyio.Event) -> None:
