@@ -37,6 +37,9 @@ def schema_problems(schema: dict[str, Any] | None, arguments: dict[str, Any]) ->
     """
     if not isinstance(schema, dict):
         return []
+    fits = _plain_fit_of(schema)
+    if fits is not None and fits(arguments):  # the usual case, settled without the validator
+        return []
     validator = _validator_of(schema)
     if validator is None:
         return []
@@ -65,6 +68,57 @@ def _validator(schema_json: str) -> Any:
         log.info("an upstream tool's input schema is invalid, arguments not checked: %s", exc.message)
         return None
     return cls(schema)
+
+
+# The JSON types a plain schema's properties may name, as Python checks them (bool is not a number in JSON).
+_PLAIN_TYPES: dict[str, Any] = {
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
+_PLAIN_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "title", "description", "$schema"})
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples"})
+
+
+@by_identity(VALIDATORS_KEPT)
+def _plain_fit_of(schema: dict[str, Any]) -> Any:
+    """For the schema most tools have (an object of properties, each of one JSON type, some required), a check that
+    says only "fits": a call it cannot vouch for goes to the validator, which names what is wrong. None for any
+    other schema. It never accepts what the validator would refuse: every keyword it does not know sends the
+    schema to the validator."""
+    properties, required = schema.get("properties", {}), schema.get("required", [])
+    closed = schema.get("additionalProperties", True) is False
+    if (
+        not schema.keys() <= _PLAIN_KEYS
+        or schema.get("type") != "object"
+        or schema.get("additionalProperties", True) not in (True, False)
+        or not isinstance(properties, dict)
+        or not isinstance(required, list)
+        or not all(isinstance(name, str) for name in required)
+    ):
+        return None
+    checks = {}
+    for name, spec in properties.items():
+        if not isinstance(spec, dict) or not spec.keys() <= _ANNOTATIONS | {"type"}:
+            return None
+        if "type" in spec and (not isinstance(spec["type"], str) or spec["type"] not in _PLAIN_TYPES):
+            return None
+        checks[name] = _PLAIN_TYPES[spec["type"]] if "type" in spec else None
+
+    def fits(arguments: dict[str, Any]) -> bool:
+        if closed and not arguments.keys() <= checks.keys():
+            return False
+        for name, value in arguments.items():
+            check = checks.get(name)
+            if check is not None and not check(value):
+                return False
+        return all(name in arguments for name in required)
+
+    return fits
 
 
 def _path(parts: Any) -> str:
