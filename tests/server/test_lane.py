@@ -18,7 +18,7 @@ from mcp import Client
 from abilities_mcp.server.app import create_server
 from abilities_mcp.server.lane import Lane
 from abilities_mcp.state.project import Project
-from support import REQUEST_TIMEOUT_SECONDS, RawServer, raw_server, until
+from support import REQUEST_TIMEOUT_SECONDS, RawServer, raw_server, state_db, until
 from upstream_servers import SAFE_QUERY, everything_server, write_project
 
 NOTE_WRITES = {
@@ -46,7 +46,7 @@ def ready_lane(version: str = "2025-11-25", *, exposed: bool = False) -> tuple[L
     """A lane after a handshake on `version`, with tool_call's work and (optionally) one exposed server `db`."""
     lane, tasks = Lane(), _Tasks()
     lane.attach(tasks, object(), object())  # type: ignore[arg-type]  # nothing is sent: only what is taken is looked at
-    lane.session = object()  # type: ignore[assignment]
+    lane.session = SimpleNamespace(session_of_request=lambda *_: "s1")  # type: ignore[assignment]
     lane.call_through = object()  # type: ignore[assignment]
     if exposed:
         lane.exposed = type("Exposed", (), {"exposed_name": lambda self, name: name.startswith("db__")})()  # type: ignore[assignment]
@@ -275,6 +275,38 @@ async def test_a_lane_call_after_gateway_json_stops_exposing_a_server_tells_the_
     assert result["content"][0]["text"] == "Echo: hi"
     told = [m for m in server.seen[:answer_at] if m.get("method") == "notifications/tools/list_changed"]
     assert len(told) == 1
+
+
+async def test_a_call_the_hook_announced_is_filed_under_its_session_whichever_way_the_lane_sends_it(
+    tmp_path: Path,
+) -> None:
+    """OpenCode sends no session id: the hook announces each call (state/claims.py) and the server claims it, once.
+    The first call waits for the upstream to start and its prerequisites to run (a task); the second is sent at once.
+    Each is filed under the session its announcement named."""
+    from abilities_mcp.prerequisites.sessions import SessionState
+    from abilities_mcp.state.claims import announce
+    from abilities_mcp.state.store import Store
+
+    sqlite_project(tmp_path / "p")
+    gated = {"tool": "sqlite__read_query", "arguments": {"query": "SELECT name FROM users", "table": "users"}}
+    plain = {"tool": "sqlite__list_tables", "arguments": {}}
+    store = Store(state_db(tmp_path / "p"))
+    try:
+        async with wire(tmp_path / "p", tmp_path / "stderr.txt") as server:
+            announce(store, "ses_first", "tool_call", gated, None)
+            first = await server.request("tools/call", {"name": "tool_call", "arguments": gated})
+            announce(store, "ses_second", "tool_call", plain, None)
+            second = await server.request("tools/call", {"name": "tool_call", "arguments": plain})
+        sessions = SessionState(store)
+        done_first, done_second = sessions.done("ses_first"), sessions.done("ses_second")
+    finally:
+        store.close()
+
+    assert not first.get("isError") and not second.get("isError"), (first, second)
+    paths = re.findall(r"\(id \d+\) (taken|started at once) by the gateway lane", (tmp_path / "stderr.txt").read_text())
+    assert paths == ["taken", "started at once"]
+    assert sorted(done_first["safe-query"]) == [1, 2]  # run by the gateway, under the announced session
+    assert sorted(done_second["safe-query"]) == [1]
 
 
 async def test_a_crash_in_tool_calls_work_is_answered_with_mcpservers_words_and_not_its_cause() -> None:

@@ -11,6 +11,7 @@ whose errors are the canonical ones. Progress goes out as the SDK's `report_prog
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -86,8 +87,10 @@ class Lane:
                 self._initialize_id, self._version, self._initialized = message.id, None, False
             elif message.method == "tools/call" and self._ready():
                 work = self._work(message.params)
-                if work == self._tool_call and self._start(message.id, message.params):
-                    return True
+                if work == self._tool_call:
+                    work = self._now_or_later(message.id, message.params)
+                    if work is None:
+                        return True
                 if work is not None:
                     assert self._tasks is not None
                     log.debug("tools/call %r (id %r) taken by the gateway lane", message.params["name"], message.id)
@@ -134,7 +137,19 @@ class Lane:
             return self._exposed_call
         return None
 
-    def _start(self, request_id: types.RequestId, params: dict[str, Any]) -> bool:
+    def _now_or_later(self, request_id: types.RequestId, params: dict[str, Any]) -> Work | None:
+        """tool_call started at once (None), or its work for a task. Either way its session is found here, once: an
+        announcement the hook made for it (state/claims.py) is used up by the claim."""
+        try:
+            session_id = _session_id(self.session, params)  # type: ignore[arg-type]
+        except Exception:  # the task looks again, and answers the failure as the tool's
+            log.exception("finding the session of a tool_call failed")
+            return self._tool_call
+        if self._start(request_id, params, session_id):
+            return None
+        return functools.partial(self._tool_call, session_id=session_id)
+
+    def _start(self, request_id: types.RequestId, params: dict[str, Any], session_id: str) -> bool:
         """Start a tool_call here, in the loop's callback, when the gateway has nothing to wait for before sending it
         (gateway/proxy.py: Proxy.call_now); its answer is written when the upstream's arrives. False when it must
         take the waiting way (a task of its own: `_answer`), which then does everything, from the start."""
@@ -159,8 +174,7 @@ class Lane:
 
         try:
             started = self.call_now(
-                session, arguments["tool"], arguments.get("arguments") or {}, _session_id(session, params), progress,
-                finish,
+                session, arguments["tool"], arguments.get("arguments") or {}, session_id, progress, finish,
             )  # fmt: skip
         except Exception:  # a bug of ours before anything was sent: the waiting way says what it is
             log.exception("starting tool_call at once failed; it takes the waiting way")
@@ -171,16 +185,19 @@ class Lane:
         self._started[key] = started
         return True
 
-    async def _tool_call(self, session: Session, params: Mapping[str, Any], progress: Any) -> CallToolResult:
+    async def _tool_call(
+        self, session: Session, params: Mapping[str, Any], progress: Any, session_id: str | None = None
+    ) -> CallToolResult:
         assert self.call_through is not None
         arguments = params["arguments"]
         try:
-            result = await self.call_through(
-                session, arguments["tool"], arguments.get("arguments") or {}, _session_id(session, params), progress
+            if session_id is None:
+                session_id = _session_id(session, params)
+            return await self.call_through(
+                session, arguments["tool"], arguments.get("arguments") or {}, session_id, progress
             )
         except Exception as exc:
             return _failed(exc)
-        return result
 
     async def _exposed_call(self, session: Session, params: Mapping[str, Any], progress: Any) -> CallToolResult:
         assert self.exposed is not None
