@@ -49,7 +49,12 @@ def ready_lane(version: str = "2025-11-25", *, exposed: bool = False) -> tuple[L
     lane.session = SimpleNamespace(session_of_request=lambda *_: "s1")  # type: ignore[assignment]
     lane.call_through = object()  # type: ignore[assignment]
     if exposed:
-        lane.exposed = type("Exposed", (), {"exposed_name": lambda self, name: name.startswith("db__")})()  # type: ignore[assignment]
+        exposed = {
+            "exposed_name": lambda self, name: name.startswith("db__"),
+            "to_tell": lambda self, session: False,
+            "call_now": lambda self, *_: None,  # not started at once: the lane gives it a task
+        }
+        lane.exposed = type("Exposed", (), exposed)()  # type: ignore[assignment]
     lane.take(request("initialize", {"protocolVersion": version}, id=0))
     lane.sent(types.JSONRPCResponse(jsonrpc="2.0", id=0, result={"protocolVersion": version}))
     lane.take(types.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"))
@@ -139,6 +144,11 @@ def wire(root: Path, stderr: Path) -> Any:
     return raw_server(root, stderr, "--log-level", "debug")
 
 
+def lane_paths(stderr: Path) -> list[str]:
+    """How the lane sent each call, in order, from the server's debug log: "taken" (a task) or "started at once"."""
+    return re.findall(r"\(id \d+\) (taken|started at once) by the gateway lane", stderr.read_text())
+
+
 def sqlite_project(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
     write_project(root, {"safe-query": SAFE_QUERY, "note-writes": NOTE_WRITES})
@@ -179,7 +189,7 @@ async def test_the_lanes_answers_are_the_sdks_answers_for_every_kind_of_result(t
     assert wired == laned
     # Once the upstream is up, a call with nothing to wait for (no prerequisite to run, arguments that fit) is sent
     # from the loop's callback; the others, and the first (which starts the upstream), take a task of their own.
-    paths = re.findall(r"\(id \d+\) (taken|started at once) by the gateway lane", (tmp_path / "stderr.txt").read_text())
+    paths = lane_paths(tmp_path / "stderr.txt")
     assert paths == ["taken", "started at once", "started at once", "started at once", "taken", "taken", "taken"]
     first, _, warned, failed, unknown, bad, _ = laned
     assert [r["tool"] for r in first["structuredContent"]["gate"]["ran_prerequisites"]] == [
@@ -260,7 +270,8 @@ async def test_an_exposed_tool_is_called_down_the_lane_with_the_sdks_answer(tmp_
     assert "everything__echo" in [t["name"] for t in listed["tools"]]
     assert answer["content"] == [{"type": "text", "text": "Echo: hi"}]
     assert refused["isError"] and "nothing was sent" in refused["content"][0]["text"]
-    await until(lambda: (tmp_path / "stderr.txt").read_text().count("taken by the gateway lane") == 2, timeout=5)
+    # tools/list started the upstream: the call is sent at once; the refused one, which sends nothing, takes a task
+    assert lane_paths(tmp_path / "stderr.txt") == ["started at once", "taken"]
 
 
 async def test_a_lane_call_after_gateway_json_stops_exposing_a_server_tells_the_client_first(tmp_path: Path) -> None:
@@ -303,8 +314,7 @@ async def test_a_call_the_hook_announced_is_filed_under_its_session_whichever_wa
         store.close()
 
     assert not first.get("isError") and not second.get("isError"), (first, second)
-    paths = re.findall(r"\(id \d+\) (taken|started at once) by the gateway lane", (tmp_path / "stderr.txt").read_text())
-    assert paths == ["taken", "started at once"]
+    assert lane_paths(tmp_path / "stderr.txt") == ["taken", "started at once"]
     assert sorted(done_first["safe-query"]) == [1, 2]  # run by the gateway, under the announced session
     assert sorted(done_second["safe-query"]) == [1]
 

@@ -8,6 +8,7 @@ changing with them and with gateway.json, and a call needs the connection's sess
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,7 +19,7 @@ from ..errors import AbilitiesError
 from ..gateway.config import SEPARATOR, Gateway
 from ..gateway.directory import Entry, discover
 from ..gateway.proxy import Outcome, Proxy
-from ..gateway.upstreams import Progress
+from ..gateway.upstreams import Progress, Started
 from ..prerequisites.sessions import SessionState
 from ..prerequisites.workflows import Workflows
 
@@ -126,6 +127,29 @@ class ExposedTools:
         except AbilitiesError as exc:
             return _refused(str(exc))
         return _passed_through(outcome)
+
+    def call_now(
+        self,
+        session: Any,
+        name: str,
+        arguments: Any,
+        session_id: str,
+        progress: Progress | None,
+        finish: Callable[[Callable[[], CallToolResult]], None],
+    ) -> Started | None:
+        """`call` started from a loop callback when nothing has to be waited for before it is sent (Proxy.call_now):
+        `finish` is handed a function that returns its result. None when it must take `call`'s way."""
+        if session.upstreams is None or not isinstance(arguments, dict):
+            return None
+        proxy = Proxy(self.gateway, self.workflows, session.upstreams, SessionState(session.store, self.ttl))
+
+        def result(outcome: Callable[[], Outcome]) -> CallToolResult:
+            try:
+                return _passed_through(outcome())
+            except AbilitiesError as exc:
+                return _refused(str(exc))
+
+        return proxy.call_now(name, arguments, session_id, lambda outcome: finish(lambda: result(outcome)), progress)
 
     def changed_since_listed(self, session: Any) -> bool:
         """Whether gateway.json changed which servers are exposed since this client listed the tools (true once:

@@ -87,11 +87,10 @@ class Lane:
                 self._initialize_id, self._version, self._initialized = message.id, None, False
             elif message.method == "tools/call" and self._ready():
                 work = self._work(message.params)
-                if work == self._tool_call:
-                    work = self._now_or_later(message.id, message.params)
+                if work is not None:
+                    work = self._now_or_later(message.id, message.params, work)
                     if work is None:
                         return True
-                if work is not None:
                     assert self._tasks is not None
                     log.debug("tools/call %r (id %r) taken by the gateway lane", message.params["name"], message.id)
                     self._tasks.start_soon(self._answer, message.id, message.params, work)
@@ -137,53 +136,67 @@ class Lane:
             return self._exposed_call
         return None
 
-    def _now_or_later(self, request_id: types.RequestId, params: dict[str, Any]) -> Work | None:
-        """tool_call started at once (None), or its work for a task. Either way its session is found here, once: an
+    def _now_or_later(self, request_id: types.RequestId, params: dict[str, Any], work: Work) -> Work | None:
+        """The call started at once (None), or its work for a task. Either way its session is found here, once: an
         announcement the hook made for it (state/claims.py) is used up by the claim."""
         try:
             session_id = _session_id(self.session, params)  # type: ignore[arg-type]
-        except Exception:  # the task looks again, and answers the failure as the tool's
-            log.exception("finding the session of a tool_call failed")
-            return self._tool_call
-        if self._start(request_id, params, session_id):
+        except Exception:  # the task looks again, and answers the failure
+            log.exception("finding the session of a tools/call failed")
+            return work
+        if self._start(request_id, params, session_id, exposed=work == self._exposed_call):
             return None
-        return functools.partial(self._tool_call, session_id=session_id)
+        return functools.partial(work, session_id=session_id)
 
-    def _start(self, request_id: types.RequestId, params: dict[str, Any], session_id: str) -> bool:
-        """Start a tool_call here, in the loop's callback, when the gateway has nothing to wait for before sending it
+    def _start(self, request_id: types.RequestId, params: dict[str, Any], session_id: str, exposed: bool) -> bool:
+        """Start the call here, in the loop's callback, when the gateway has nothing to wait for before sending it
         (gateway/proxy.py: Proxy.call_now); its answer is written when the upstream's arrives. False when it must
-        take the waiting way (a task of its own: `_answer`), which then does everything, from the start."""
+        take the waiting way (a task of its own: `_answer`), which then does everything but find the session."""
         session, key = self.session, coerce_request_id(request_id)
-        if self.call_now is None or self._out_now is None or key in self._started or key in self._calls:
+        if self._out_now is None or key in self._started or key in self._calls:
             return False
         assert session is not None
         if self.exposed is not None and self.exposed.to_tell(session):
             return False  # the client is told first, which takes a task
         token = (params.get("_meta") or {}).get("progressToken")
         progress = self._progress(token) if isinstance(token, int | str) else None
-        arguments = params["arguments"]
 
         def finish(result: Callable[[], CallToolResult]) -> None:
             if self._started.pop(key, None) is None or self._out_now is None:
                 return  # cancelled, or the transport is closing
-            try:
-                answer = result()
-            except Exception as exc:
-                answer = _failed(exc)
-            self._out_now(self._response(request_id, answer))
+            self._out_now(self._finished(request_id, result, params["name"]))
 
+        arguments = params.get("arguments") or {}
         try:
-            started = self.call_now(
-                session, arguments["tool"], arguments.get("arguments") or {}, session_id, progress, finish,
-            )  # fmt: skip
+            if exposed:
+                assert self.exposed is not None
+                started = self.exposed.call_now(session, params["name"], arguments, session_id, progress, finish)
+            elif self.call_now is not None:
+                tool, tool_arguments = arguments["tool"], arguments.get("arguments") or {}
+                started = self.call_now(session, tool, tool_arguments, session_id, progress, finish)
+            else:
+                started = None
         except Exception:  # a bug of ours before anything was sent: the waiting way says what it is
-            log.exception("starting tool_call at once failed; it takes the waiting way")
+            log.exception("starting %r at once failed; it takes the waiting way", params.get("name"))
             return False
         if started is None:
             return False
-        log.debug("tools/call %r (id %r) started at once by the gateway lane", TOOL_CALL, request_id)
+        log.debug("tools/call %r (id %r) started at once by the gateway lane", params.get("name"), request_id)
         self._started[key] = started
         return True
+
+    def _finished(
+        self, request_id: types.RequestId, result: Callable[[], CallToolResult], name: str
+    ) -> types.JSONRPCMessage:
+        """The answer to a call started at once, as `_answer` gives it: tool_call's failures in MCPServer's words, a
+        bug in an exposed tool's call as a JSON-RPC error (the middleware's path)."""
+        try:
+            return self._response(request_id, result())
+        except Exception as exc:
+            if name == TOOL_CALL:
+                return self._response(request_id, _failed(exc))
+            log.error("tool %r raised an unexpected exception", name, exc_info=exc)
+            return _failure(request_id, types.INTERNAL_ERROR, "Internal error")
 
     async def _tool_call(
         self, session: Session, params: Mapping[str, Any], progress: Any, session_id: str | None = None
@@ -199,10 +212,14 @@ class Lane:
         except Exception as exc:
             return _failed(exc)
 
-    async def _exposed_call(self, session: Session, params: Mapping[str, Any], progress: Any) -> CallToolResult:
+    async def _exposed_call(
+        self, session: Session, params: Mapping[str, Any], progress: Any, session_id: str | None = None
+    ) -> CallToolResult:
         assert self.exposed is not None
         arguments = params.get("arguments") or {}
-        return await self.exposed.call(session, params["name"], arguments, _session_id(session, params), progress)
+        if session_id is None:
+            session_id = _session_id(session, params)
+        return await self.exposed.call(session, params["name"], arguments, session_id, progress)
 
     async def _answer(self, request_id: types.RequestId, params: dict[str, Any], work: Work) -> None:
         session = self.session
