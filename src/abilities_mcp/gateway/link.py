@@ -5,7 +5,9 @@ The SDK's client does the handshake, lists the tools, answers the upstream's own
 message. A proxied call, the gateway's hot path, is one line down the pipe with an id from a range the client never
 uses (it counts from 0); the reader hands the answer with that id, and the progress notifications for it, straight
 to the call, everything else to the client exactly as the SDK's own reader would (each line validated as a JSON-RPC
-message, a line that is not one handed over as an error). Spawning and stopping follow the SDK's stdio client: a
+message, a line that is not one handed over as an error). A call may also be started from a loop callback, with no
+task to wait for it (`start_call`): its line goes down the pipe in one atomic write or not at all, and its answer is
+handed to a function from the callback that reads it. Spawning and stopping follow the SDK's stdio client: a
 session (process group) of its own, the SDK's default environment under the entry's, stdin closed first, then TERM
 and KILL to the group, every wait bounded.
 """

@@ -7,6 +7,10 @@ once the handshake is done on a handshake-era protocol version, and only in the 
 `_meta`; tool_call's arguments exactly `tool` and an optional object `arguments`). Any other goes the SDK's way,
 whose errors are the canonical ones. Progress goes out as the SDK's `report_progress` sends it; a
 `notifications/cancelled` for a call the lane holds cancels it, and the call is not answered, as the SDK does.
+
+A call the gateway can send without waiting for anything (its upstream up and listed, its arguments fitting, no
+prerequisite to run: gateway/proxy.py `Proxy.call_now`) is started right in the loop's callback that read its line,
+and answered from the callback that reads the upstream's; any other gets a task of its own (`_answer`).
 """
 
 from __future__ import annotations
