@@ -112,13 +112,14 @@ REQUEST_TIMEOUT_SECONDS = 30
 class RawServer:
     """The real server spoken to in raw JSON-RPC lines, so the test holds its pid and its stdin."""
 
-    def __init__(self, process: Process):
+    def __init__(self, process: Process, envelope: dict[str, Any] | None = None):
         self.process = process
         assert process.stdout is not None and process.stdin is not None
         self.stdout = BufferedByteReceiveStream(process.stdout)
         self.ids = itertools.count(1)
         self.last_id = 0
         self.seen: list[dict[str, Any]] = []  # every message the server wrote, notifications too, in order
+        self.envelope = envelope  # a 2026-07-28 connection: every request carries it in its _meta
 
     async def send(self, message: dict[str, Any]) -> None:
         assert self.process.stdin is not None
@@ -132,6 +133,8 @@ class RawServer:
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.last_id = request_id = next(self.ids)
+        if self.envelope is not None:
+            params = {**params, "_meta": {**self.envelope, **params.get("_meta", {})}}
         await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         with anyio.fail_after(REQUEST_TIMEOUT_SECONDS):
             while (message := await self.read()).get("id") != request_id:
@@ -145,19 +148,35 @@ class RawServer:
         return result["structuredContent"]
 
 
+# The per-request envelope of a 2026-07-28 client (Claude Code 2.1 speaks it): no handshake, this on every request.
+MODERN_ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
 @asynccontextmanager
-async def raw_server(root: Path, stderr_file: Path, *extra: str) -> AsyncIterator[RawServer]:
-    """Start `python -m abilities_mcp --root ROOT [EXTRA...]` and complete the initialize handshake."""
+async def raw_server(root: Path, stderr_file: Path, *extra: str, modern: bool = False) -> AsyncIterator[RawServer]:
+    """Start `python -m abilities_mcp --root ROOT [EXTRA...]` and complete the initialize handshake, or (`modern`)
+    open a 2026-07-28 connection with server/discover."""
     params = stdio_params(root, *extra)
     with stderr_file.open("wb") as stderr:
         process = await anyio.open_process([params.command, *params.args], env=params.env, stderr=stderr)
     try:
-        server = RawServer(process)
-        await server.request(
-            "initialize",
-            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw-test", "version": "0"}},
-        )
-        await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        server = RawServer(process, MODERN_ENVELOPE if modern else None)
+        if modern:
+            await server.request("server/discover", {})
+        else:
+            await server.request(
+                "initialize",
+                {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw-test", "version": "0"},
+                },
+            )
+            await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         yield server
     finally:
         with anyio.CancelScope(shield=True):

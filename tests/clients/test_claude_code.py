@@ -543,6 +543,9 @@ def test_the_hook_records_an_upstream_tools_text_result_as_the_text_it_returned(
 
 SCHEMA_FIRST = {"sqlite-schema-first": SAFE_QUERY}
 QUERY = {"query": "SELECT name FROM users ORDER BY id", "table": "users"}
+# A second query once the tables were inspected: nothing left to run first, so the gateway's lane sends it from the
+# loop's callback at once (server/lane.py), the path most calls take.
+COUNT = {"query": "SELECT count(*) AS n FROM users", "table": "users"}
 
 
 @pytest.fixture(scope="module")
@@ -569,6 +572,7 @@ def gateway_run(tmp_path_factory: pytest.TempPathFactory) -> Session:
             call(ToolUse("mcp__sqlite__read_query", QUERY, id="toolu_direct")),
             call(ToolUse(own("tool_search"), {"task": "run a SQL query on the database"}, id="toolu_search")),
             call(ToolUse(own("tool_call"), {"tool": "sqlite__read_query", "arguments": QUERY}, id="toolu_query")),
+            call(ToolUse(own("tool_call"), {"tool": "sqlite__read_query", "arguments": COUNT}, id="toolu_count")),
             call(ToolUse(own("workflow_status"), {}, id="toolu_status")),
             say("The users are ada and grace."),
         ],
@@ -614,6 +618,12 @@ def test_the_gateway_inspects_the_tables_itself_before_the_query_and_the_rows_re
     assert "'name': 'id'" in steps[1]["result"] and "'type': 'INTEGER'" in steps[1]["result"]
 
 
+def test_a_second_query_runs_at_once_with_nothing_run_first(gateway_run: Session) -> None:
+    seen = json.loads(gateway_run.result("toolu_count").text)
+    assert "'n': 2" in seen["text"], seen
+    assert seen["gate"] == {"verdict": "allow", "ran_prerequisites": [], "warnings": []}
+
+
 @pytest.fixture(scope="module")
 def exposed_run(tmp_path_factory: pytest.TempPathFactory) -> Session:
     """The same project with sqlite exposed (gateway.json `expose: "all"`): the model calls the query tool by the name
@@ -630,6 +640,7 @@ def exposed_run(tmp_path_factory: pytest.TempPathFactory) -> Session:
         [
             call(load(own("sqlite__read_query"), own("workflow_status"))),
             call(ToolUse(own("sqlite__read_query"), QUERY, id="toolu_query")),
+            call(ToolUse(own("sqlite__read_query"), COUNT, id="toolu_count")),
             call(ToolUse(own("workflow_status"), {}, id="toolu_status")),
             say("The users are ada and grace."),
         ],
@@ -646,6 +657,8 @@ def test_an_exposed_tool_passes_the_hook_and_the_gateway_inspects_the_tables_its
     assert status["session_id"] == exposed_run.session_id
     steps = status["completed"]["sqlite-schema-first"]
     assert [(s["step"], s["tool"]) for s in steps] == [(1, "list_tables"), (2, "describe_table")]
+    again = exposed_run.result("toolu_count")
+    assert not again.is_error and "'n': 2" in again.text and "[gateway]" not in again.text, again.text
 
 
 # --- scenario: Claude Code's own sandbox on, a person's approval waiting at a terminal ----------------------------

@@ -18,7 +18,7 @@ from mcp import Client
 from abilities_mcp.server.app import create_server
 from abilities_mcp.server.lane import Lane
 from abilities_mcp.state.project import Project
-from support import REQUEST_TIMEOUT_SECONDS, RawServer, raw_server, state_db, until
+from support import MODERN_ENVELOPE, REQUEST_TIMEOUT_SECONDS, RawServer, raw_server, state_db
 from upstream_servers import SAFE_QUERY, everything_server, write_project
 
 NOTE_WRITES = {
@@ -102,19 +102,38 @@ def test_an_exposed_tools_call_is_taken_and_an_unexposed_name_is_not() -> None:
     assert not lane.take(call("web__fetch", {"url": "x"}))
 
 
-def test_before_the_handshake_ends_or_on_the_2026_protocol_every_call_goes_the_sdks_way() -> None:
+def test_before_the_handshake_ends_or_in_an_envelope_the_sdk_refuses_every_call_goes_the_sdks_way() -> None:
     lane, tasks = Lane(), _Tasks()
     lane.attach(tasks, object(), object())  # type: ignore[arg-type]
-    lane.session, lane.call_through = object(), object()  # type: ignore[assignment]
+    lane.session = SimpleNamespace(session_of_request=lambda *_: "s1")  # type: ignore[assignment]
+    lane.call_through = object()  # type: ignore[assignment]
     lane.take(request("initialize", {"protocolVersion": "2025-11-25"}, id=0))
     assert not lane.take(call())  # initialize not answered yet
     lane.sent(types.JSONRPCResponse(jsonrpc="2.0", id=0, result={"protocolVersion": "2025-11-25"}))
     assert not lane.take(call())  # notifications/initialized not sent yet
+    lane.take(types.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"))
+    assert not lane.take(call(_meta=MODERN_ENVELOPE))  # a 2026 envelope on a handshake-era connection: the SDK refuses
+    assert lane.take(call())
+    tasks.started.clear()
 
-    modern, _ = ready_lane("2026-07-28")
-
-    assert not modern.take(call())
+    unnegotiated, _ = ready_lane("2026-07-28")  # initialize asking for 2026, which the handshake does not serve
+    assert not unnegotiated.take(call())
     assert tasks.started == []
+
+
+def test_on_a_2026_connection_a_call_is_taken_when_its_envelope_passes_the_sdks_ladder() -> None:
+    lane, tasks = Lane(), _Tasks()
+    lane.attach(tasks, object(), object())  # type: ignore[arg-type]
+    lane.session = SimpleNamespace(session_of_request=lambda *_: "s1")  # type: ignore[assignment]
+    lane.call_through = object()  # type: ignore[assignment]
+    assert not lane.take(request("server/discover", {"_meta": MODERN_ENVELOPE}, id=0))  # the era: 2026
+
+    half = {k: v for k, v in MODERN_ENVELOPE.items() if not k.endswith("clientCapabilities")}
+    assert not lane.take(call(_meta=half))  # the SDK answers INVALID_PARAMS naming the missing key
+    assert not lane.take(call(_meta={**MODERN_ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}))
+    assert not lane.take(request("initialize", {"protocolVersion": "2025-11-25"}, id=1))  # refused by the SDK there
+    assert lane.take(call(_meta={**MODERN_ENVELOPE, "progressToken": 3}))
+    assert [started[-1] for started in tasks.started] == ["2026-07-28"]  # answered in the envelope's version
 
 
 async def test_a_cancellation_is_taken_only_for_a_call_the_lane_holds() -> None:
@@ -139,9 +158,9 @@ async def tool_call(server: RawServer, tool: str, arguments: Any = None, **meta:
     return await server.request("tools/call", {**params, "_meta": {"sessionID": "s1", **meta}})
 
 
-def wire(root: Path, stderr: Path) -> Any:
+def wire(root: Path, stderr: Path, modern: bool = False) -> Any:
     """The real server over stdio, logging at debug level (which calls the lane takes)."""
-    return raw_server(root, stderr, "--log-level", "debug")
+    return raw_server(root, stderr, "--log-level", "debug", modern=modern)
 
 
 def lane_paths(stderr: Path) -> list[str]:
@@ -169,24 +188,29 @@ CALLS: list[tuple[str, Any]] = [
 ]
 
 
-async def test_the_lanes_answers_are_the_sdks_answers_for_every_kind_of_result(tmp_path: Path) -> None:
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake era", "2026-07-28"])
+async def test_the_lanes_answers_are_the_sdks_answers_for_every_kind_of_result(tmp_path: Path, modern: bool) -> None:
     sqlite_project(tmp_path / "over-stdio")
     sqlite_project(tmp_path / "in-memory")
 
-    async with wire(tmp_path / "over-stdio", tmp_path / "stderr.txt") as server:
+    async with wire(tmp_path / "over-stdio", tmp_path / "stderr.txt", modern=modern) as server:
         laned = [await tool_call(server, tool, arguments) for tool, arguments in CALLS]
     project = Project(tmp_path / "in-memory", tmp_path / "in-memory-state")
-    async with Client(create_server(project), mode="legacy") as client:  # the handshake, as over stdio
+    async with Client(create_server(project), mode="auto" if modern else "legacy") as client:  # the same era
         sdk = [
             await client.call_tool("tool_call", {"tool": tool, "arguments": arguments}, meta={"sessionID": "s1"})
             for tool, arguments in CALLS
         ]
 
-    # resultType: the client's model fills in the default a handshake-era answer leaves out
+    # resultType: at 2026 it is on the wire; a handshake-era answer leaves it out and the client's model fills it in
     wired = [
-        answer.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"}) for answer in sdk
+        answer.model_dump(by_alias=True, mode="json", exclude_none=True, exclude=set() if modern else {"result_type"})
+        for answer in sdk
     ]
     assert wired == laned
+    if modern:
+        assert all(answer["resultType"] == "complete" for answer in laned)
+        assert all(answer["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "abilities-mcp" for answer in laned)
     # Once the upstream is up, a call with nothing to wait for (no prerequisite to run, arguments that fit) is sent
     # from the loop's callback; the others, and the first (which starts the upstream), take a task of their own.
     paths = lane_paths(tmp_path / "stderr.txt")

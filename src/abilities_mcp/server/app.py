@@ -131,5 +131,6 @@ def create_server(
         own = {tool.name for tool in server._tool_manager.list_tools()}
         lane.exposed = ExposedTools(gateway, catalog.workflows, session_ttl, own)
         server._lowlevel_server.middleware.append(lane.exposed)  # no public add
+        lane.server_info = lambda: server._lowlevel_server.server_info_stamp  # what 2026 results are stamped with
         server.lane = lane  # served on stdio, the gateway's calls skip the SDK's per-request machinery
     return server

@@ -24,9 +24,10 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 from mcp.shared.dispatcher import coerce_request_id
-from mcp_types import CallToolResult, TextContent
+from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+from mcp_types import PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY, CallToolResult, TextContent
 from mcp_types.methods import serialize_server_result
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ..errors import AbilitiesError
@@ -56,6 +57,8 @@ class Lane:
         self.call_through: CallThrough | None = None  # tool_call's work (server/gateway_tools.py)
         self.call_now: CallNow | None = None  # the same, started without a task when nothing must be waited for
         self.exposed: ExposedTools | None = None  # the exposed upstream tools (server/exposed.py)
+        self.server_info: Callable[[], dict[str, Any]] | None = None  # the SDK's serverInfo stamp (2026 results)
+        self._modern: bool | None = None  # the connection's era, decided by its first request as the SDK decides it
         self._initialize_id: types.RequestId | None = None
         self._version: str | None = None  # negotiated, when it is a handshake-era version
         self._initialized = False
@@ -87,17 +90,19 @@ class Lane:
     def take(self, message: types.JSONRPCMessage) -> bool:
         """Whether the lane handles this incoming message; the SDK never sees one it takes."""
         if isinstance(message, types.JSONRPCRequest):
-            if message.method == "initialize":
+            if self._modern is None:
+                self._modern = message.method != "initialize" and _enveloped(message.params)
+            if message.method == "initialize" and not self._modern:
                 self._initialize_id, self._version, self._initialized = message.id, None, False
-            elif message.method == "tools/call" and self._ready():
+            elif message.method == "tools/call" and (version := self._version_for(message.params)) is not None:
                 work = self._work(message.params)
                 if work is not None:
-                    work = self._now_or_later(message.id, message.params, work)
+                    work = self._now_or_later(message.id, message.params, work, version)
                     if work is None:
                         return True
                     assert self._tasks is not None
                     log.debug("tools/call %r (id %r) taken by the gateway lane", message.params["name"], message.id)
-                    self._tasks.start_soon(self._answer, message.id, message.params, work)
+                    self._tasks.start_soon(self._answer, message.id, message.params, work, version)
                     return True
         elif isinstance(message, types.JSONRPCNotification):
             if message.method == "notifications/initialized":
@@ -124,8 +129,16 @@ class Lane:
             self._version = version if version in HANDSHAKE_PROTOCOL_VERSIONS else None
             self._initialize_id = None
 
-    def _ready(self) -> bool:
-        return self._version is not None and self._initialized and self.session is not None and self._out is not None
+    def _version_for(self, params: Any) -> str | None:
+        """The protocol version a tools/call is answered in, when the lane may take it: a handshake-era connection's
+        once its handshake is done; on a 2026 connection, the version the call's own envelope names when the SDK's
+        ladder accepts it (a call it refuses goes to the SDK, whose refusal is the canonical one)."""
+        if self.session is None or self._out is None:
+            return None
+        if not self._modern:  # an enveloped call here is the SDK's to refuse (INVALID_REQUEST)
+            return self._version if self._initialized and not _enveloped(params) else None
+        route = classify_inbound_request({"method": "tools/call", "params": params})
+        return None if isinstance(route, InboundLadderRejection) else route.protocol_version
 
     def _work(self, params: Any) -> Work | None:
         """What to do for a tools/call the lane can take; None for any the SDK must judge."""
@@ -140,7 +153,9 @@ class Lane:
             return self._exposed_call
         return None
 
-    def _now_or_later(self, request_id: types.RequestId, params: dict[str, Any], work: Work) -> Work | None:
+    def _now_or_later(
+        self, request_id: types.RequestId, params: dict[str, Any], work: Work, version: str
+    ) -> Work | None:
         """The call started at once (None), or its work for a task. Either way its session is found here, once: an
         announcement the hook made for it (state/claims.py) is used up by the claim."""
         try:
@@ -148,11 +163,13 @@ class Lane:
         except Exception:  # the task looks again, and answers the failure
             log.exception("finding the session of a tools/call failed")
             return work
-        if self._start(request_id, params, session_id, exposed=work == self._exposed_call):
+        if self._start(request_id, params, session_id, version, exposed=work == self._exposed_call):
             return None
         return functools.partial(work, session_id=session_id)
 
-    def _start(self, request_id: types.RequestId, params: dict[str, Any], session_id: str, exposed: bool) -> bool:
+    def _start(
+        self, request_id: types.RequestId, params: dict[str, Any], session_id: str, version: str, exposed: bool
+    ) -> bool:
         """Start the call here, in the loop's callback, when the gateway has nothing to wait for before sending it
         (gateway/proxy.py: Proxy.call_now); its answer is written when the upstream's arrives. False when it must
         take the waiting way (a task of its own: `_answer`), which then does everything but find the session."""
@@ -161,14 +178,16 @@ class Lane:
             return False
         assert session is not None
         if self.exposed is not None and self.exposed.to_tell(session):
-            return False  # the client is told first, which takes a task
+            if not self._modern:
+                return False  # the client is told first, which takes a task
+            self.exposed.changed_since_listed(session)  # at 2026 only subscriptions/listen tells it: the SDK drops it
         token = (params.get("_meta") or {}).get("progressToken")
         progress = self._progress(token) if isinstance(token, int | str) else None
 
         def finish(result: Callable[[], CallToolResult]) -> None:
             if self._started.pop(key, None) is None or self._out_now is None:
                 return  # cancelled, or the transport is closing
-            self._out_now(self._finished(request_id, result, params["name"]))
+            self._out_now(self._finished(request_id, result, params["name"], version))
 
         arguments = params.get("arguments") or {}
         try:
@@ -190,15 +209,15 @@ class Lane:
         return True
 
     def _finished(
-        self, request_id: types.RequestId, result: Callable[[], CallToolResult], name: str
+        self, request_id: types.RequestId, result: Callable[[], CallToolResult], name: str, version: str
     ) -> types.JSONRPCMessage:
         """The answer to a call started at once, as `_answer` gives it: tool_call's failures in MCPServer's words, a
         bug in an exposed tool's call as a JSON-RPC error (the middleware's path)."""
         try:
-            return self._response(request_id, result())
+            return self._response(request_id, result(), version)
         except Exception as exc:
             if name == TOOL_CALL:
-                return self._response(request_id, _failed(exc))
+                return self._response(request_id, _failed(exc), version)
             log.error("tool %r raised an unexpected exception", name, exc_info=exc)
             return _failure(request_id, types.INTERNAL_ERROR, "Internal error")
 
@@ -225,7 +244,7 @@ class Lane:
             session_id = _session_id(session, params)
         return await self.exposed.call(session, params["name"], arguments, session_id, progress)
 
-    async def _answer(self, request_id: types.RequestId, params: dict[str, Any], work: Work) -> None:
+    async def _answer(self, request_id: types.RequestId, params: dict[str, Any], work: Work, version: str) -> None:
         session = self.session
         assert session is not None
         token = (params.get("_meta") or {}).get("progressToken")
@@ -233,11 +252,11 @@ class Lane:
         with anyio.CancelScope() as scope:
             self._calls[coerce_request_id(request_id)] = scope  # "7" and 7 are one id, as the SDK correlates them
             try:
-                if self.exposed is not None and self.exposed.changed_since_listed(session):
+                if self.exposed is not None and self.exposed.changed_since_listed(session) and not self._modern:
                     changed = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
-                    await self._send(changed)
+                    await self._send(changed)  # at 2026 only subscriptions/listen carries it: dropped, as the SDK does
                 progress = self._progress(token) if isinstance(token, int | str) else None
-                answer = self._response(request_id, await work(session, params, progress))
+                answer = self._response(request_id, await work(session, params, progress), version)
             except Exception:  # a bug of ours in an exposed call (the middleware's path): a JSON-RPC error
                 log.exception("tool %r raised an unexpected exception", params.get("name"))
                 answer = _failure(request_id, types.INTERNAL_ERROR, "Internal error")
@@ -246,15 +265,21 @@ class Lane:
         if answer is not None and not scope.cancelled_caught:
             await self._send(answer)
 
-    def _response(self, request_id: types.RequestId, result: CallToolResult) -> types.JSONRPCMessage:
-        """The result as the SDK puts it on the wire: dumped, then sieved by the negotiated version's schema."""
-        assert self._version is not None
+    def _response(self, request_id: types.RequestId, result: CallToolResult, version: str) -> types.JSONRPCMessage:
+        """The result as the SDK puts it on the wire: dumped, sieved by the version's schema, and at 2026 stamped
+        with the server's identity (mcp.server.runner: ServerRunner._serialize)."""
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         try:
-            shaped = serialize_server_result("tools/call", self._version, dumped)
+            shaped = serialize_server_result("tools/call", version, dumped)
         except ValidationError:
             log.exception("a gateway call's result does not fit the protocol's schema")
             return _failure(request_id, types.INTERNAL_ERROR, "Handler returned an invalid result")
+        if version in MODERN_PROTOCOL_VERSIONS and self.server_info is not None:
+            meta = shaped.get("_meta")
+            if meta is None:
+                shaped["_meta"] = {SERVER_INFO_META_KEY: self.server_info()}
+            elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+                shaped["_meta"] = {**meta, SERVER_INFO_META_KEY: self.server_info()}
         return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=shaped)
 
     def _progress(self, token: types.ProgressToken) -> Callable[[float, float | None, str | None], Awaitable[None]]:
@@ -282,6 +307,13 @@ def _failed(exc: Exception) -> CallToolResult:
         return _error(f"Error executing tool {TOOL_CALL}: {exc}")
     log.error("tool %r raised an unexpected exception", TOOL_CALL, exc_info=exc)
     return _error(f"Error executing tool {TOOL_CALL}")
+
+
+def _enveloped(params: Any) -> bool:
+    """Whether a request carries the 2026 per-request envelope (its protocol version key), as the SDK tells a
+    connection's era by its first request."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
 
 
 def _plain_tool_call(arguments: Mapping[str, Any] | None) -> bool:
