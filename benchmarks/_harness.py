@@ -62,6 +62,7 @@ class StdioClient:
         )
         self._buffer = bytearray()
         self._next_id = 0
+        self._envelope: dict[str, Any] | None = None  # a 2026-07-28 connection's per-request _meta (discover())
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -77,6 +78,8 @@ class StdioClient:
         """Send a request and return its response (skipping notifications the server sends meanwhile)."""
         self._next_id += 1
         request_id = self._next_id
+        if self._envelope is not None:
+            params = {**(params or {}), "_meta": {**self._envelope, **(params or {}).get("_meta", {})}}
         self.send({"jsonrpc": "2.0", "id": request_id, "method": method, **({"params": params} if params else {})})
         deadline = time.monotonic() + timeout
         while True:
@@ -98,6 +101,16 @@ class StdioClient:
         )
         self.notify("notifications/initialized")
         return result
+
+    def discover(self) -> dict[str, Any]:
+        """A 2026-07-28 connection (Claude Code 2.1 opens one): no handshake, server/discover, and the envelope on
+        every request from then on."""
+        self._envelope = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "abilities-mcp-benchmarks", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        return self.request("server/discover")
 
     def call_tool(self, name: str, arguments: dict[str, Any], timeout: float = DEFAULT_REPLY_TIMEOUT_S):
         """tools/call; a tool error (isError) is a failed benchmark, not a data point."""

@@ -57,10 +57,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp:
         tmp_path = Path(tmp)
-        pairs = [("gateway tool_call", "echo", write_floor_server(tmp_path), "echo", {"text": "hello"})]
+        pairs = [("gateway tool_call", "echo", write_floor_server(tmp_path), "echo", {"text": "hello"}, False)]
         if SQLITE_SERVER.exists():
             command = [str(SQLITE_SERVER), "--db-path", str(_database(tmp_path / "shop.db"))]
-            pairs.append(("gateway tool_call sqlite", "read_query", command, "read_query", QUERY))
+            pairs.append(("gateway tool_call sqlite", "read_query", command, "read_query", QUERY, False))
+            # The same with the client on the 2026-07-28 protocol, as Claude Code 2.1 speaks to the gateway.
+            pairs.append(("gateway tool_call sqlite 2026", "read_query", command, "read_query", QUERY, True))
         else:
             log(f"(no mcp-server-sqlite at {SQLITE_SERVER}: run the tests once to install it; its line is skipped)")
         results = [_compare(tmp_path / str(i), calls, *pair) for i, pair in enumerate(pairs)]
@@ -78,9 +80,16 @@ def main() -> None:
 
 
 def _compare(
-    folder: Path, calls: int, label: str, tool: str, upstream: list[str], direct_tool: str, arguments: dict[str, Any]
+    folder: Path,
+    calls: int,
+    label: str,
+    tool: str,
+    upstream: list[str],
+    direct_tool: str,
+    arguments: dict[str, Any],
+    modern: bool,
 ) -> tuple[str, dict[str, list[float]]]:
-    """The same tool through the gateway and directly, alternating."""
+    """The same tool through the gateway (its client on the 2026 protocol when `modern`) and directly, alternating."""
     root = folder / "project"
     root.mkdir(parents=True)
     (root / "gateway.json").write_text(
@@ -93,8 +102,8 @@ def _compare(
     )
     direct = StdioClient(upstream, env=env, cwd=root, stderr_path=folder / "upstream.stderr")
     try:
-        for client in (server, direct):
-            client.initialize()
+        server.discover() if modern else server.initialize()
+        direct.initialize()  # upstreams on mcp<2 speak only the handshake era
         proxied_call = {"tool": f"up__{tool}", "arguments": arguments}
         answer = server.call_tool("tool_call", proxied_call)  # starts the upstream, lists its tools
         assert answer["content"][0]["text"] == direct.call_tool(direct_tool, arguments)["content"][0]["text"], answer
