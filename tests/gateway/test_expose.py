@@ -39,8 +39,8 @@ async def client(project: Project, notices: list[Any]) -> AsyncIterator[Client]:
     async def on_message(message: Any) -> None:
         notices.append(message)
 
-    # A handshake-era client (Claude Code, OpenCode, Cursor): 2026-07-28 clients get list_changed only on a
-    # subscriptions/listen stream.
+    # A handshake-era client (OpenCode, Cursor): a 2026-07-28 client (Claude Code 2.1) gets list_changed only on a
+    # subscriptions/listen stream (tests/server/test_lane.py).
     async with Client(create_server(project), mode="legacy", message_handler=on_message) as c:
         yield c
 

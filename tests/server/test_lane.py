@@ -343,6 +343,35 @@ async def test_a_call_the_hook_announced_is_filed_under_its_session_whichever_wa
     assert sorted(done_second["safe-query"]) == [1]
 
 
+@pytest.mark.parametrize("lane", [True, False], ids=["down the lane", "the SDK's way"])
+async def test_on_a_2026_connection_the_change_is_told_on_the_clients_subscriptions_listen_stream(
+    tmp_path: Path, lane: bool
+) -> None:
+    """At 2026-07-28 a notification reaches the client only on a subscriptions/listen stream (Claude Code 2.1 opens
+    one): there the client hears that gateway.json stopped exposing the server, whichever call comes next."""
+    everything_project(tmp_path / "p", expose="all")
+
+    async with wire(tmp_path / "p", tmp_path / "stderr.txt", modern=True) as server:
+        listen = {"notifications": {"toolsListChanged": True}, "_meta": MODERN_ENVELOPE}
+        await server.send({"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen", "params": listen})
+        await server.request("tools/list", {})
+        everything_project(tmp_path / "p")  # exposes nothing now
+        if lane:
+            result = await tool_call(server, "everything__echo", {"message": "hi"})
+            assert result["content"][0]["text"] == "Echo: hi"
+        else:
+            await server.request("tools/call", {"name": "workflow_list", "arguments": {}})  # the middleware's path
+
+        def told() -> list[dict[str, Any]]:
+            return [m for m in server.seen if m.get("method") == "notifications/tools/list_changed"]
+
+        with anyio.fail_after(REQUEST_TIMEOUT_SECONDS):
+            while not told():
+                await server.read()
+
+    assert [m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] for m in told()] == ["listen-1"]
+
+
 async def test_a_crash_in_tool_calls_work_is_answered_with_mcpservers_words_and_not_its_cause() -> None:
     lane = Lane()
 

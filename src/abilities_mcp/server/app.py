@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import InputRequiredResult
 from pydantic import BaseModel
 
@@ -110,6 +111,7 @@ def create_server(
             store.close()
 
     skills = SkillsExtension(catalog.skillset)
+    bus = InMemorySubscriptionBus()  # subscriptions/listen (2026-07-28): how such a client hears the tools changed
     server = AbilitiesServer(
         catalog.skillset,
         "abilities-mcp",
@@ -118,6 +120,7 @@ def create_server(
         lifespan=lifespan,
         extensions=[skills],
         middleware=[AdvertiseOnHandshake({skills.identifier: skills.settings()})],
+        subscriptions=bus,
     )
     add_ability_tools(server, catalog)
     add_matching_tools(server, catalog)
@@ -129,7 +132,7 @@ def create_server(
 
         lane.call_through, lane.call_now = add_gateway_tools(server, gateway, catalog.workflows, session_ttl)
         own = {tool.name for tool in server._tool_manager.list_tools()}
-        lane.exposed = ExposedTools(gateway, catalog.workflows, session_ttl, own)
+        lane.exposed = ExposedTools(gateway, catalog.workflows, session_ttl, own, bus)
         server._lowlevel_server.middleware.append(lane.exposed)  # no public add
         lane.server_info = lambda: server._lowlevel_server.server_info_stamp  # what 2026 results are stamped with
         server.lane = lane  # served on stdio, the gateway's calls skip the SDK's per-request machinery

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
+from mcp.server.subscriptions import SubscriptionBus, ToolsListChanged
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 
 from ..errors import AbilitiesError
@@ -33,13 +34,24 @@ class ExposedTools:
     """Server middleware: adds the exposed upstream tools to tools/list, serves their tools/call through the gates,
     and declares and sends tools/list_changed."""
 
-    def __init__(self, gateway: Gateway, workflows: Workflows, ttl_seconds: float, own: set[str]):
+    def __init__(self, gateway: Gateway, workflows: Workflows, ttl_seconds: float, own: set[str], bus: SubscriptionBus):
         self.gateway, self.workflows, self.ttl = gateway, workflows, ttl_seconds
         self.own = own  # this server's own tool names: never shadowed by an upstream's
+        self.bus = bus  # the server's subscriptions/listen streams
+
+    async def tell(self, session: Any) -> None:
+        """Tell the client the tool list changed: on a handshake-era connection with notifications/tools/list_changed
+        (which the SDK drops at 2026), and on every subscriptions/listen stream (the 2026 way; none otherwise)."""
+        await session.send_tool_list_changed()
+        await self.publish()
+
+    async def publish(self) -> None:
+        """The change, to the subscriptions/listen streams only."""
+        await self.bus.publish(ToolsListChanged())
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         if ctx.method not in ("initialize", "tools/list") and self.changed_since_listed(ctx.lifespan_context):
-            await ctx.session.send_tool_list_changed()
+            await self.tell(ctx.session)
         if ctx.method == "tools/call" and self.exposed_name((ctx.params or {}).get("name")):
             return await self._call(ctx)
         result = await call_next(ctx)
@@ -93,7 +105,7 @@ class ExposedTools:
         """A slow upstream finished listing: tell the client its tools are there now."""
         try:
             await discover(self.gateway.current(), ctx.lifespan_context.upstreams, only=server)
-            await ctx.session.send_tool_list_changed()
+            await self.tell(ctx.session)
         except Exception:  # the client may be gone; nothing else depends on this
             log.info("could not announce %r's tools", server, exc_info=True)
 

@@ -178,9 +178,7 @@ class Lane:
             return False
         assert session is not None
         if self.exposed is not None and self.exposed.to_tell(session):
-            if not self._modern:
-                return False  # the client is told first, which takes a task
-            self.exposed.changed_since_listed(session)  # at 2026 only subscriptions/listen tells it: the SDK drops it
+            return False  # the client is told first, which takes a task
         token = (params.get("_meta") or {}).get("progressToken")
         progress = self._progress(token) if isinstance(token, int | str) else None
 
@@ -252,9 +250,11 @@ class Lane:
         with anyio.CancelScope() as scope:
             self._calls[coerce_request_id(request_id)] = scope  # "7" and 7 are one id, as the SDK correlates them
             try:
-                if self.exposed is not None and self.exposed.changed_since_listed(session) and not self._modern:
-                    changed = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
-                    await self._send(changed)  # at 2026 only subscriptions/listen carries it: dropped, as the SDK does
+                if self.exposed is not None and self.exposed.changed_since_listed(session):
+                    if not self._modern:  # at 2026 only subscriptions/listen streams carry it
+                        changed = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
+                        await self._send(changed)
+                    await self.exposed.publish()
                 progress = self._progress(token) if isinstance(token, int | str) else None
                 answer = self._response(request_id, await work(session, params, progress), version)
             except Exception:  # a bug of ours in an exposed call (the middleware's path): a JSON-RPC error
