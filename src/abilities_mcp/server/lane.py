@@ -108,16 +108,23 @@ class Lane:
             if message.method == "notifications/initialized":
                 self._initialized = True
             elif message.method == "notifications/cancelled":
-                request_id = (message.params or {}).get("requestId")
-                key = coerce_request_id(request_id) if type(request_id) in (int, str) else None
-                started = self._started.pop(key, None) if key is not None else None
-                if started is not None:
-                    started.cancel()
-                    return True
-                scope = self._calls.get(key) if key is not None else None
-                if scope is not None:
-                    scope.cancel()
-                    return True
+                return self._cancelled((message.params or {}).get("requestId"))
+        return False
+
+    def _cancelled(self, request_id: Any) -> bool:
+        """Cancel a call the lane holds (started at once: dropped, the upstream told; in a task: its scope
+        cancelled); False for any other id, which is the SDK's."""
+        key = coerce_request_id(request_id) if type(request_id) in (int, str) else None
+        if key is None:
+            return False
+        started = self._started.pop(key, None)
+        if started is not None:
+            started.cancel()
+            return True
+        scope = self._calls.get(key)
+        if scope is not None:
+            scope.cancel()
+            return True
         return False
 
     def sent(self, message: types.JSONRPCMessage) -> None:
