@@ -105,10 +105,14 @@ class Connection:
 
     def tools_now(self) -> list[Tool] | None:
         """The upstream's tools when it is up, listed and trusted (no task needed to know them); else None."""
-        if self._client is None or self._tools is None or self._suspect or self._lock.locked():
+        if not self._ready():
             return None
         self._trim()
         return self._tools
+
+    def _ready(self) -> bool:
+        """Up, listed, trusted, and no task starting or probing it now."""
+        return self._client is not None and self._tools is not None and not self._suspect and not self._lock.locked()
 
     def call_now(
         self, tool: str, arguments: dict[str, Any], done: Done, progress: Progress | None = None
@@ -117,7 +121,7 @@ class Connection:
         over a link. `done` is handed a function that returns the result or raises the UpstreamError, as `call`
         does. None when the call cannot start so (nothing was sent): `call` is the way then."""
         client, link = self._client, self._link
-        if self.tools_now() is None or client is None or link is None:
+        if not self._ready() or client is None or link is None:  # listed: discover_now has trimmed its stderr
             return None
         if tool not in client.session._tool_output_schemas:  # checking its result would have to list the tools
             return None

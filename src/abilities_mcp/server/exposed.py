@@ -133,9 +133,8 @@ class ExposedTools:
             return _refused("this server has no gateway connections")
         if not isinstance(arguments, dict):
             return _refused("arguments must be a JSON object")
-        proxy = Proxy(self.gateway, self.workflows, session.upstreams, SessionState(session.store, self.ttl))
         try:
-            outcome = await proxy.call(name, arguments, session_id, progress=progress)
+            outcome = await self._proxy(session).call(name, arguments, session_id, progress=progress)
         except AbilitiesError as exc:
             return _refused(str(exc))
         return _passed_through(outcome)
@@ -152,16 +151,16 @@ class ExposedTools:
         """`call` started from a loop callback when nothing has to be waited for before it is sent (Proxy.call_now):
         `finish` is handed a function that returns its result. None when it must take `call`'s way."""
         if session.upstreams is None or not isinstance(arguments, dict):
-            return None
-        proxy = Proxy(self.gateway, self.workflows, session.upstreams, SessionState(session.store, self.ttl))
+            return None  # `call` refuses it, saying why
 
-        def result(outcome: Callable[[], Outcome]) -> CallToolResult:
-            try:
-                return _passed_through(outcome())
-            except AbilitiesError as exc:
-                return _refused(str(exc))
+        def finished(outcome: Callable[[], Outcome]) -> None:
+            finish(lambda: _answer_of(outcome))
 
-        return proxy.call_now(name, arguments, session_id, lambda outcome: finish(lambda: result(outcome)), progress)
+        return self._proxy(session).call_now(name, arguments, session_id, finished, progress)
+
+    def _proxy(self, session: Any) -> Proxy:
+        """The gateway's calls for this connection: its upstreams and its session records."""
+        return Proxy(self.gateway, self.workflows, session.upstreams, SessionState(session.store, self.ttl))
 
     def changed_since_listed(self, session: Any) -> bool:
         """Whether gateway.json changed which servers are exposed since this client listed the tools (true once:
@@ -175,6 +174,14 @@ class ExposedTools:
         """changed_since_listed's answer, without taking it."""
         listed = getattr(session, "exposed_servers", None)
         return listed is not None and listed != set(self._servers())
+
+
+def _answer_of(outcome: Callable[[], Outcome]) -> CallToolResult:
+    """A started call's result as `call` gives it: the upstream's as it gave it, or a refusal as an error result."""
+    try:
+        return _passed_through(outcome())
+    except AbilitiesError as exc:
+        return _refused(str(exc))
 
 
 def _tool(entry: Entry) -> Tool:
