@@ -1,13 +1,19 @@
-"""Approvals only a person gives: `abilities-mcp approve|decide` refuses every way an agent's tools have of making
-a terminal for it (script, a Python pty, a detached session, a pipe), and records where a real answer came from."""
+"""Approvals only a person gives: `abilities-mcp approve|decide` and `run`'s inline prompt refuse every way an
+agent's tools have of making a terminal for them (script, a Python pty, a detached session, a pipe, a shim), check
+again when the answer comes, and record where a real answer came from."""
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import shlex
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -95,22 +101,111 @@ async def test_an_agents_route_to_a_terminal_is_refused_and_nothing_is_recorded(
     assert not (root / "deployed").exists()
 
 
+# A sitecustomize.py that makes a pipe look like a person's terminal: isatty() says yes, and the terminal is one no
+# process holds (so no agent is found on its other end).
+FAKE_TERMINAL = (
+    "import os, sys\n"
+    "os.isatty = lambda fd: True\n"
+    "os.ttyname = lambda fd: '/dev/pts/4242'\n"
+    "for stream in (sys.stdin, sys.stdout):\n"
+    "    stream.isatty = lambda: True\n"
+)
+
+
 async def test_a_pythonpath_shim_that_makes_isatty_say_yes_does_not_run_in_the_command(
     client, write, root: Path, tmp_path: Path
 ) -> None:
     run_id = await _waiting_run(client, write)
     shim = tmp_path / "shim"
     shim.mkdir()
-    (shim / "sitecustomize.py").write_text(
-        "import os, sys\n"
-        "os.isatty = lambda fd: True\n"
-        "for stream in (sys.stdin, sys.stdout):\n"
-        "    stream.isatty = lambda: True\n"
-    )
+    (shim / "sitecustomize.py").write_text(FAKE_TERMINAL)
 
     result = _route(_approve(root, run_id), {**_clean_env(), "PYTHONPATH": str(shim)})
 
     assert "refused: stdin is not a terminal" in result.stderr, result.stdout + result.stderr
+    assert stored_run(root, run_id).status == "awaiting_approval"
+
+
+def _read_until(process: subprocess.Popen, needle: str) -> str:
+    """What a piped command printed, up to `needle` (bounded: the test fails if it never comes)."""
+    text, fd = "", process.stdout.fileno()
+    deadline = time.monotonic() + ROUTE_TIMEOUT_SECONDS
+    while needle not in text:
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        chunk = os.read(fd, 4096) if ready else b""
+        if not chunk:
+            process.kill()
+            raise AssertionError(f"{needle!r} never came; the command said:\n{text}")
+        text += chunk.decode(errors="replace")
+    return text
+
+
+def test_run_under_a_pythonpath_shim_that_fakes_a_terminal_takes_no_answer_from_its_pipe(
+    root: Path, tmp_path: Path
+) -> None:
+    (root / "abilities" / "gated.yaml").write_text(GATED)
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(FAKE_TERMINAL)
+    env = {**_clean_env(), "PYTHONPATH": str(shim)}
+
+    with subprocess.Popen(
+        cli(root, "run", "gated"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+    ) as runner:
+        runner.stdin.write(b"y\n")  # the agent's yes, through the pipe the shim dresses as a terminal
+        runner.stdin.flush()
+        said = _read_until(runner, "The run waits for it.")
+        run_id = said.split("run ", 1)[1].split(":", 1)[0]
+        waiting = stored_run(root, run_id)
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(ROUTE_TIMEOUT_SECONDS) == 3  # cancelled, never approved
+
+    assert "The answer cannot come from here (stdin is not a terminal)" in said, said
+    assert f"abilities-mcp approve {run_id}" in said
+    assert waiting.status == "awaiting_approval" and waiting.answers == []
+    assert not (root / "deployed").exists()
+
+
+@contextmanager
+def _agent_holding(master: int, tmp_path: Path) -> Iterator[None]:
+    """A process of an agent client takes hold of a person's terminal (its master side) while a command waits."""
+    agent = [str(_agent_client(tmp_path)), "-c", "read line"]  # waits, holding the terminal, until it is killed
+    with subprocess.Popen(agent, stdin=subprocess.PIPE, pass_fds=[master]) as holder:
+        try:
+            yield
+        finally:
+            holder.kill()
+
+
+def test_run_checks_for_a_person_when_the_answer_comes_not_only_when_it_asks(root: Path, tmp_path: Path) -> None:
+    (root / "abilities" / "gated.yaml").write_text(GATED)
+    term = Terminal(cli(root, "run", "gated"), root)
+    run_id = term.expect("[y/N]").split("run ", 1)[1].split(":", 1)[0]
+
+    with _agent_holding(term.master, tmp_path):
+        term.type("y")
+        said = term.expect("The run waits for it.")
+        waiting = stored_run(root, run_id)
+    term.proc.send_signal(signal.SIGTERM)
+
+    assert "its terminal was made by claude (" in said and "nothing was recorded" in said, said
+    assert f"abilities-mcp approve {run_id}" in said
+    assert waiting.status == "awaiting_approval" and waiting.answers == []
+    assert term.wait() == 3 and not (root / "deployed").exists()
+
+
+async def test_approve_checks_for_a_person_again_when_the_confirmation_comes(client, write, root, tmp_path) -> None:
+    run_id = await _waiting_run(client, write)
+    term = Terminal(cli(root, "approve", run_id), root)
+    term.expect("[y/N]")
+
+    with _agent_holding(term.master, tmp_path):
+        term.type("y")
+        said = term.expect("own terminal")
+        code = term.wait()
+
+    assert "refused: its terminal was made by claude (" in said and "nothing was recorded" in said, said
+    assert code == 2 and "Recorded" not in said
     assert stored_run(root, run_id).status == "awaiting_approval"
 
 
@@ -139,7 +234,7 @@ async def test_a_person_s_answer_records_the_terminal_and_the_process_chain_and_
     answers = json.loads(status.stdout)["answers"]
     assert [a["step"] for a in answers] == ["approve"]
     assert answers[0]["answer"].startswith("approved by terminal (/dev/pts/")
-    assert f"python ({os.getpid()})" in answers[0]["answer"]  # this test made the terminal: it is in the record
+    assert person.ancestry(os.getpid())[0].label() in answers[0]["answer"]  # this test made the terminal
     history = subprocess.run(cli(root, "history"), capture_output=True, text=True, timeout=30).stdout
     assert "answered approve: approved by terminal (/dev/pts/" in history
 

@@ -95,7 +95,7 @@ async def test_approving_a_run_that_waits_for_nothing_is_refused_with_the_state(
     assert term.wait() == 1
 
 
-def test_run_asks_the_approval_inline_at_a_terminal(root: Path) -> None:
+def test_run_asks_the_approval_inline_at_a_terminal_and_records_where_the_answer_came_from(root: Path) -> None:
     (root / "abilities" / "gated.yaml").write_text(GATED)
     term = Terminal(cli(root, "run", "gated", "-i", "version=v3.1.4"), root)
     assert "Deploy v3.1.4?" in term.expect("[y/N]")
@@ -103,6 +103,8 @@ def test_run_asks_the_approval_inline_at_a_terminal(root: Path) -> None:
     assert "completed" in term.expect("completed  (3/3 steps)")
     assert term.wait() == 0
     assert (root / "deployed").exists()
+    history = subprocess.run(cli(root, "history"), capture_output=True, text=True, timeout=30).stdout
+    assert "answered approve: approved by terminal (/dev/pts/" in history  # where it came from, as approve records
 
 
 @pytest.mark.parametrize("reply", ["n"])

@@ -218,7 +218,9 @@ def list_abilities(project: Project, args: argparse.Namespace) -> int:
 
 
 def run(project: Project, args: argparse.Namespace) -> int:
-    """Run an ability in this terminal with live progress."""
+    """Run an ability in this terminal with live progress; a person answers its questions here (isolated, as
+    `approve` does)."""
+    _isolated()
     import anyio
 
     from ..engine.process import reap_adopted_forever
@@ -337,9 +339,8 @@ def events(project: Project, args: argparse.Namespace) -> int:
 
 def approve(project: Project, args: argparse.Namespace) -> int:
     """A person approves (or rejects) the step a run waits on; refused unless typed at a terminal."""
-    from .terminal import answer_command
-
     _isolated()
+    from .terminal import answer_command
 
     wanted = "reject" if args.reject else "approve"
     return answer_command(project, args.run_id, args.step, wanted, args.choice, args.note)
@@ -347,16 +348,18 @@ def approve(project: Project, args: argparse.Namespace) -> int:
 
 def decide(project: Project, args: argparse.Namespace) -> int:
     """A person decides what happens after a failed step (on_failure: ask); refused unless typed at a terminal."""
-    from .terminal import answer_command
-
     _isolated()
+    from .terminal import answer_command
 
     return answer_command(project, args.run_id, args.step, "decision", args.decision, args.note)
 
 
 def _isolated() -> None:
     """Run again in Python's isolated mode, unless already: a PYTHONPATH or user-site shim (one that makes isatty()
-    say yes) must not run inside the command that decides whether a person is typing."""
+    say yes) must not run inside a command that takes a person's answer (`run`, `approve`, `decide`). Call it first,
+    before the command imports or does anything. Code the agent puts inside the process itself (its own Python
+    that imports this package and patches it, an LD_PRELOAD library) is beyond it: that is the agent's own program,
+    as able as one that writes the state file (the threat model's "unrestricted shell" row)."""
     if not sys.flags.isolated:
         os.execv(sys.executable, [sys.executable, "-I", "-m", "abilities_mcp", *sys.argv[1:]])
 

@@ -2,7 +2,8 @@
 runs ask (`abilities-mcp approve` / `decide`, or inline while `run` drives the ability).
 
 Answers are taken only from a person's terminal (person.py): a pipe, or a terminal an agent's tools made, could be
-the agent speaking for the person. Each answer records the terminal and the process chain it came from.
+the agent speaking for the person. Every answer typed here passes `from_a_person` when it is taken, in a process
+that re-ran itself in Python's isolated mode (main._isolated), and records the terminal and the process chain.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -231,37 +233,50 @@ async def _read_unless_ended(top: LiveRun, read: Callable[..., Any], *args: Any)
 
 
 async def _answer_question(engine: Engine, top: LiveRun, live: LiveRun, question: Question) -> None:
-    """Ask the person here when stdin is a terminal; otherwise say how to answer from one."""
+    """Ask the person here when a person types here; otherwise say how to answer from their own terminal."""
     print(f"\n{question.message(live.run_id, live.name)}", flush=True)
     why = person.refusal()
-    if why is not None:
-        print(
-            f"The answer cannot come from here ({why}): a person types, in their own terminal,\n"
-            f"  {question.terminal_command(live.run_id)}",
-            flush=True,
-        )
-        return
-    ended, answer = await _read_unless_ended(top, _ask_inline, question, person.origin())
-    if ended or answer is None:
-        return
-    try:
-        engine.record_answer(live.run_id, question, answer)
-    except Refused as exc:  # answered meanwhile from elsewhere, or timed out
-        print(exc, file=sys.stderr, flush=True)
+    if why is None:
+        ended, got = await _read_unless_ended(top, _ask_inline, question)
+        if ended or got is None:
+            return
+        if isinstance(got, Answer):
+            try:
+                engine.record_answer(live.run_id, question, got)
+            except Refused as exc:  # answered meanwhile from elsewhere, or timed out
+                print(exc, file=sys.stderr, flush=True)
+            return
+        why = f"{got}; nothing was recorded"
+    print(
+        f"The answer cannot come from here ({why}): a person types, in their own terminal,\n"
+        f"  {question.terminal_command(live.run_id)}\nThe run waits for it.",
+        flush=True,
+    )
 
 
-def _ask_inline(question: Question, origin: str) -> Answer | None:
-    """Read a choice typed at the terminal: y/n for a yes/no question, else one of the option values."""
+def _ask_inline(question: Question) -> Answer | str | None:
+    """Read a choice typed at the terminal (y/n for a yes/no question, else one of the option values) and take it
+    as a person's: the Answer, why it cannot be a person's (the check made when the reply came), or None at the
+    end of input."""
     if question.is_yes_no:
         reply = _prompt(f"{question.options[0].label}? [y/N] ")
-        return None if reply is None else question.from_yes_no(reply.lower() in ("y", "yes"), "terminal", None, origin)
+        if reply is None:
+            return None
+        return from_a_person(question.from_yes_no(reply.lower() in ("y", "yes"), "terminal"))
     while True:
         reply = _prompt(f"Answer ({' / '.join(question.values())}): ")
         if reply is None:
             return None
         if question.option(reply) is not None:
-            return question.from_choice(reply, "terminal", None, origin)
+            return from_a_person(question.from_choice(reply, "terminal"))
         print(f"{reply!r} is not one of {question.values()}", flush=True)
+
+
+def from_a_person(answer: Answer) -> Answer | str:
+    """Every answer typed at a terminal passes here, at the moment it is taken (a terminal can change hands between
+    the prompt and the reply): the answer stamped with where it came from, or why no person can have given it."""
+    why = person.refusal()
+    return why if why is not None else replace(answer, origin=person.origin())
 
 
 def _prompt(text: str) -> str | None:
@@ -272,20 +287,14 @@ def _prompt(text: str) -> str | None:
 
 def answer_command(project: Project, run_id: str, step_id: str | None, wanted: str, choice: str | None, note) -> int:
     """`abilities-mcp approve` / `decide`: show the question, take the person's confirmation, record the answer."""
-    why = person.refusal()
-    if why is not None:
-        print(
-            f"abilities-mcp: refused: {why}. Approvals and decisions come from a person typing this command in their "
-            "own terminal; an agent's tools cannot give them.",
-            file=sys.stderr,
-        )
-        return 2
+    if (why := person.refusal()) is not None:
+        return _refused(why)
     store = Store(project.state_db)
     try:
         engine = Engine(store, Catalog(project))
         try:
             record, question = engine.pending_question(run_id, step_id, "terminal")
-            answer = _command_answer(question, run_id, wanted, choice, note, person.origin())
+            answer = _command_answer(question, run_id, wanted, choice, note)
         except (Refused, ValueError) as exc:
             print(f"abilities-mcp: {exc}", file=sys.stderr)
             return 1
@@ -295,27 +304,37 @@ def answer_command(project: Project, run_id: str, step_id: str | None, wanted: s
         if (reply or "").lower() not in ("y", "yes"):
             print("Nothing recorded.", flush=True)
             return 1
+        taken = from_a_person(answer)
+        if isinstance(taken, str):
+            return _refused(f"{taken}; nothing was recorded")
         try:
-            engine.record_answer(run_id, question, answer)
+            engine.record_answer(run_id, question, taken)
         except Refused as exc:
             print(f"abilities-mcp: {exc}", file=sys.stderr)
             return 1
-        print(f"Recorded: {answer.summary()}.", flush=True)
+        print(f"Recorded: {taken.summary()}.", flush=True)
         return 0
     finally:
         store.close()
 
 
-def _command_answer(
-    question: Question, run_id: str, wanted: str, choice: str | None, note: str | None, origin: str
-) -> Answer:
+def _refused(why: str) -> int:
+    print(
+        f"abilities-mcp: refused: {why}. Approvals and decisions come from a person typing this command in their "
+        "own terminal; an agent's tools cannot give them.",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def _command_answer(question: Question, run_id: str, wanted: str, choice: str | None, note: str | None) -> Answer:
     if wanted == "decision" and question.kind != "decision":
         raise ValueError(f"run {run_id} waits for an approval, not a decision: `{question.terminal_command(run_id)}`")
     if wanted != "decision" and question.kind == "decision":
         raise ValueError(f"run {run_id} waits for a decision, not an approval: `{question.terminal_command(run_id)}`")
     if choice is not None:
-        return question.from_choice(choice, "terminal", note, origin)
-    return question.from_yes_no(wanted == "approve", "terminal", note, origin)
+        return question.from_choice(choice, "terminal", note)
+    return question.from_yes_no(wanted == "approve", "terminal", note)
 
 
 def _read_answer() -> str | None:
