@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
-# Pinned: unpinned, npm on Node 20 silently picks an older Claude Code (2.1.330 declares Node >= 22 and runs on 20).
-CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.330", "claude")
-OPENCODE = ("opencode-ai", "1.18.33", "opencode")
-CODEX = ("@openai/codex", "0.169.0", "codex")
-GEMINI_CLI = ("@google/gemini-cli", "0.61.0", "gemini")
+from abilities_mcp.clients.versions import VERIFIED
+
+# Pinned in one place, src/abilities_mcp/clients/versions.py, which `abilities-mcp doctor` compares clients with.
+CLAUDE_CODE = VERIFIED["claude"]
+OPENCODE = VERIFIED["opencode"]
+CODEX = VERIFIED["codex"]
+GEMINI_CLI = VERIFIED["gemini"]
 REQUIRE_ENV = "ABILITIES_REQUIRE_REAL_CLIENTS"
 # Captured at import, before the tests point HOME at a scratch folder: installs outlive a test run.
 CACHE = Path(os.environ.get("ABILITIES_TEST_CACHE") or Path("~/.cache/abilities-mcp-tests").expanduser())
@@ -26,9 +28,10 @@ NPM_CACHE = Path(os.environ.get("npm_config_cache") or Path("~/.npm").expanduser
 INSTALL_TIMEOUT_SECONDS = 600
 
 
-def installed(client: tuple[str, str, str]) -> Path:
-    """The client's executable, installed on first use; fails (or skips, outside CI) when that cannot be done."""
-    package, version, binary = client
+def installed(client: tuple[str, ...]) -> Path:
+    """The client's executable, installed on first use; fails (or skips, outside CI) when that cannot be done.
+    `client`: (npm package, version, the command it installs), a versions.Pin or a plain tuple."""
+    package, version, binary = client[:3]
     prefix = CACHE / "npm" / f"{package.replace('/', '+')}@{version}"
     executable = prefix / "node_modules" / ".bin" / binary
     if executable.exists():
