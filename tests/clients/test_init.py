@@ -18,6 +18,7 @@ import pytest
 
 from abilities_mcp.clients import configs as client_config
 from abilities_mcp.clients.configs import CLIENTS, PLUGIN_TOKEN, desktop_config_path, resolve_command
+from abilities_mcp.state.project import Project
 
 # Generous: a cold interpreter imports the package.
 CLI_TIMEOUT_SECONDS = 60
@@ -795,3 +796,192 @@ def test_a_relative_command_is_written_absolute_and_a_kebab_case_handler_counts_
     assert hooks["Stop"] == [{"hooks": [stop]}]  # the hand-written handler, not a second one
     assert hooks["PreToolUse"][0]["hooks"][0]["command"] == f"{script} hook claude PreToolUse"
     assert json.loads((root / ".mcp.json").read_text())["mcpServers"]["abilities"]["command"] == str(script)
+
+
+# --- --sandbox: the client's own sandbox, as verified -----------------------------------------------------------
+
+VERIFIED_CLAUDE_SANDBOX = {
+    "enabled": True,
+    "autoAllowBashIfSandboxed": True,
+    "allowUnsandboxedCommands": False,
+    "failIfUnavailable": True,
+}
+
+
+@pytest.fixture
+def codex_keeps_tmp_out() -> Path:
+    """The user's Codex config keeps /tmp and $TMPDIR out of workspace-write: these tests' state folder is under
+    /tmp (pytest's tmp_path), which Codex's sandbox would otherwise let the shell write."""
+    config = Path(os.environ["HOME"]) / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("[sandbox_workspace_write]\nexclude_slash_tmp = true\nexclude_tmpdir_env_var = true\n")
+    return config
+
+
+def test_claude_sandbox_turns_on_the_verified_sandbox_beside_the_hooks(root: Path, capsys) -> None:
+    assert init(root, "claude", sandbox=True) == 0
+
+    settings = read_json(root / ".claude" / "settings.json")
+    assert settings["sandbox"] == VERIFIED_CLAUDE_SANDBOX
+    assert list(settings["hooks"]) == HOOK_EVENTS
+    assert "allowUnsandboxedCommands is false" in capsys.readouterr().out
+
+
+def test_gemini_sandbox_turns_on_tool_sandboxing_and_keeps_the_persons_security_settings(root: Path, capsys) -> None:
+    write_json(root / ".gemini" / "settings.json", {"security": {"auth": {"selectedType": "gemini-api-key"}}})
+
+    assert init(root, "gemini", sandbox=True) == 0
+
+    settings = read_json(root / ".gemini" / "settings.json")
+    assert settings["security"] == {"auth": {"selectedType": "gemini-api-key"}, "toolSandboxing": True}
+    assert "abilities" in settings["mcpServers"] and "BeforeTool" in settings["hooks"]
+    assert "security.toolSandboxing" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("codex_keeps_tmp_out")
+def test_codex_sandbox_puts_sandbox_mode_first_and_keeps_every_other_byte(root: Path) -> None:
+    path = root / ".codex" / "config.toml"
+    path.parent.mkdir()
+    existing = '# my settings\nmodel = "o3"\n\n[mcp_servers.other] # mine\ncommand = "x"\n'
+    path.write_text(existing)
+
+    assert init(root, "codex", sandbox=True) == 0
+
+    text = path.read_text()
+    assert text.startswith('sandbox_mode = "workspace-write"\n\n' + existing)
+    data = tomllib.loads(text)
+    assert data["sandbox_mode"] == "workspace-write" and data["model"] == "o3"  # a root key, not the last table's
+    assert set(data["mcp_servers"]) == {"other", "abilities"}
+
+
+@pytest.mark.parametrize("client", ["claude", "gemini", "codex"])
+@pytest.mark.usefixtures("codex_keeps_tmp_out")
+def test_a_second_sandbox_run_changes_no_byte(root: Path, tmp_path: Path, client: str, capsys) -> None:
+    assert init(root, client, sandbox=True) == 0
+    first = snapshot(tmp_path)
+    capsys.readouterr()
+
+    assert init(root, client, sandbox=True) == 0
+
+    assert snapshot(tmp_path) == first
+    files = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("wrote", "unchanged"))]
+    assert files and all(line.startswith("unchanged ") for line in files)
+
+
+def test_sandbox_dry_run_shows_the_settings_and_writes_nothing(root: Path, tmp_path: Path, capsys) -> None:
+    before = snapshot(tmp_path)
+
+    assert init(root, "claude", sandbox=True, dry_run=True) == 0
+
+    assert snapshot(tmp_path) == before
+    out = capsys.readouterr().out
+    assert '+    "allowUnsandboxedCommands": false,' in out and '+    "enabled": true,' in out
+    assert out.rstrip().endswith("(dry run: nothing written)")
+
+
+def test_a_conflicting_sandbox_value_is_kept_and_named_and_replaced_only_with_force(root: Path, capsys) -> None:
+    theirs = {"sandbox": {"enabled": True, "allowUnsandboxedCommands": True, "network": {"allowedDomains": ["x.org"]}}}
+    path = write_json(root / ".claude" / "settings.json", theirs)
+
+    assert init(root, "claude", sandbox=True) == 0
+    kept = read_json(path)["sandbox"]
+    assert kept["allowUnsandboxedCommands"] is True and kept["failIfUnavailable"] is True
+    out = capsys.readouterr().out
+    assert f"kept your sandbox.allowUnsandboxedCommands = true in {path}" in out
+    assert "dangerouslyDisableSandbox" in out and "--force replaces it" in out
+
+    assert init(root, "claude", sandbox=True, force=True) == 0
+    assert read_json(path)["sandbox"] == {**VERIFIED_CLAUDE_SANDBOX, "network": {"allowedDomains": ["x.org"]}}
+
+
+@pytest.mark.usefixtures("codex_keeps_tmp_out")
+def test_a_conflicting_codex_sandbox_mode_is_kept_and_force_prints_the_line_to_change_by_hand(
+    root: Path, capsys
+) -> None:
+    path = root / ".codex" / "config.toml"
+    path.parent.mkdir()
+    path.write_text('sandbox_mode = "danger-full-access"\n')
+
+    assert init(root, "codex", sandbox=True) == 0
+    assert tomllib.loads(path.read_text())["sandbox_mode"] == "danger-full-access"
+    assert 'kept your sandbox_mode = "danger-full-access"' in capsys.readouterr().out
+    before = path.read_bytes()
+
+    assert init(root, "codex", sandbox=True, force=True) == 1
+
+    assert path.read_bytes() == before
+    assert 'by hand with:\nsandbox_mode = "workspace-write"' in capsys.readouterr().err
+
+
+def test_a_local_setting_that_turns_the_sandbox_off_is_named(root: Path, capsys) -> None:
+    local = write_json(root / ".claude" / "settings.local.json", {"sandbox": {"enabled": False}})
+
+    assert init(root, "claude", sandbox=True) == 0
+
+    out = capsys.readouterr().out
+    assert f"{local} sets sandbox.enabled = false, which wins over {root / '.claude' / 'settings.json'}" in out
+    assert read_json(local) == {"sandbox": {"enabled": False}}  # the person's own file, not init's
+
+
+@pytest.mark.parametrize("client", ["opencode", "cursor", "vscode", "desktop"])
+def test_sandbox_for_a_client_without_one_is_refused_with_what_to_do_instead(
+    root: Path, tmp_path: Path, client: str, capsys
+) -> None:
+    before = snapshot(tmp_path)
+
+    assert init(root, client, sandbox=True) == 1
+
+    assert snapshot(tmp_path) == before
+    err = capsys.readouterr().err
+    assert err.startswith("--sandbox: ") and f"abilities-mcp init {client}`" in err and "Nothing was changed" in err
+
+
+def test_sandbox_for_opencode_names_its_permission_setting(root: Path, capsys) -> None:
+    assert init(root, "opencode", sandbox=True) == 1
+
+    err = capsys.readouterr().err
+    assert "no sandbox of its own" in err and '"permission": {"bash": "ask"}' in err and "another OS user" in err
+
+
+def test_sandbox_is_refused_when_the_state_folder_is_inside_the_project(root: Path, tmp_path: Path, capsys) -> None:
+    before = snapshot(tmp_path)
+
+    assert init(root, "claude", sandbox=True, state_dir=root / ".state") == 1
+
+    assert snapshot(tmp_path) == before
+    err = capsys.readouterr().err
+    assert f"the state folder {str(root / '.state')!r} is inside {str(root)!r} (the project)" in err
+    assert "--state-dir" in err and "Nothing was changed" in err
+
+
+def test_sandbox_is_refused_when_claude_code_lets_the_shell_write_the_state_folder(root: Path, capsys) -> None:
+    state = Path(os.environ["XDG_STATE_HOME"]) / "abilities-mcp"
+    local = write_json(
+        root / ".claude" / "settings.local.json", {"sandbox": {"filesystem": {"allowWrite": [str(state)]}}}
+    )
+
+    assert init(root, "claude", sandbox=True) == 1
+
+    err = capsys.readouterr().err
+    assert f"sandbox.filesystem.allowWrite in {local}" in err and f"remove {str(state)!r} from" in err
+    assert not (root / ".claude" / "settings.json").exists()
+
+
+def test_codex_sandbox_is_refused_while_its_workspace_write_leaves_the_state_folder_in_tmp(root: Path, capsys) -> None:
+    assert Project.resolve(root).state_dir.is_relative_to("/tmp")  # pytest's tmp_path
+
+    assert init(root, "codex", sandbox=True) == 1
+
+    err = capsys.readouterr().err
+    assert "is inside '/tmp' (Codex's workspace-write)" in err and "exclude_slash_tmp = true" in err
+    assert not (root / ".codex").exists()
+
+
+def test_the_init_command_takes_sandbox_and_the_state_dir_it_checks(root: Path, tmp_path: Path) -> None:
+    inside = cli(root, "claude", "--sandbox", "--command", "abilities-mcp", "--state-dir", str(root / "state"))
+    assert inside.returncode == 1 and "inside" in inside.stderr and not (root / ".claude").exists()
+
+    done = cli(root, "claude", "--sandbox", "--command", "abilities-mcp", "--state-dir", str(tmp_path / "state"))
+
+    assert done.returncode == 0, done.stderr
+    assert read_json(root / ".claude" / "settings.json")["sandbox"] == VERIFIED_CLAUDE_SANDBOX

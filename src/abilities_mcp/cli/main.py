@@ -523,6 +523,8 @@ def init(project: Project, args: argparse.Namespace) -> int:
         command=args.client_command,
         force=args.force,
         gateway=args.gateway,
+        sandbox=args.sandbox,
+        state_dir=project.state_dir,
     )
 
 

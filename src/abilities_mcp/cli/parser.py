@@ -142,6 +142,12 @@ def _client_parsers(sub, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also move the client's other MCP servers into gateway.json, so they are reached only through the gates",
     )
+    p.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="also turn on the client's own sandbox as verified (Claude Code, Codex, Gemini CLI), so the agent's shell "
+        "writes only the project; refused for a client that has none",
+    )
 
 
 def _workflow_parsers(sub, common: argparse.ArgumentParser) -> None:

@@ -26,6 +26,9 @@ from typing import Any
 from ..errors import AbilitiesError
 from ..prerequisites.edits import indentation, write_atomically
 from ..prerequisites.workflows import parse_json
+from ..state.project import Project
+from . import jsonc
+from . import sandbox as sandboxes
 from .hook import event_name
 from .toml_text import without_table
 
@@ -81,9 +84,6 @@ CLIENT_NOTES = {
     ),
     "desktop": "Claude Desktop: server only (it has no hooks); restart Claude Desktop to load it",
 }
-# JSONC: a string (kept), a comment (dropped); then a comma before a closing bracket (dropped).
-_JSONC_COMMENT = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', re.S)
-_JSONC_COMMA = re.compile(r'"(?:\\.|[^"\\])*"|,(?=\s*[}\]])')
 
 
 class ConfigError(AbilitiesError):
@@ -109,15 +109,23 @@ def init(
     command: str | None,
     force: bool,
     gateway: bool = False,
+    sandbox: bool = False,
+    state_dir: Path | None = None,
 ) -> int:
     """Write (or with dry_run, show) the client's config; returns the exit code. `gateway`: also move the client's
-    other servers into gateway.json, so they are reached only through this server's gates."""
+    other servers into gateway.json, so they are reached only through this server's gates. `sandbox`: also turn on
+    the client's own sandbox as verified, refused (nothing written) for a client that has none, or when the state
+    folder (`state_dir`, default: the project's) would be inside what the sandbox lets the agent's shell write."""
     try:
         _check(client, name)
         if gateway and client not in GATEWAY_CLIENTS:
             raise ConfigError(_not_movable(client))
+        if sandbox and client in sandboxes.NO_SANDBOX:
+            raise ConfigError(f"--sandbox: {sandboxes.NO_SANDBOX[client]}. Nothing was changed.")
         argv, chosen = resolve_command(command)
         plans = PLANNERS[client](Path(project_root), name, argv, force)
+        if sandbox:
+            plans = _sandboxed(Path(project_root), client, plans, force, state_dir)
         if gateway:
             plans = _behind_gateway(Path(project_root), client, name, plans, force)
     except ConfigError as exc:
@@ -129,6 +137,8 @@ def init(
         _apply(plan, dry_run)
     if client in CLIENT_NOTES:
         print(CLIENT_NOTES[client])
+    if sandbox:
+        print(_sandbox_note(client))
     if dry_run:
         print("(dry run: nothing written)")
     return 0
@@ -297,10 +307,7 @@ def _codex_server(root: Path, name: str, argv: list[str], force: bool) -> list[P
 
 
 def _toml_server(path: Path, text: str, name: str) -> Any:
-    try:
-        servers = tomllib.loads(text).get("mcp_servers")
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}; fix the syntax there, nothing was changed") from None
+    servers = _toml(path, text).get("mcp_servers")
     return servers.get(name) if isinstance(servers, dict) else None
 
 
@@ -543,6 +550,91 @@ def _plan_gateway(path: Path, moved: dict[str, Any], force: bool, notes: list[st
     return Planned(path, old, gateway_edits.render(data, indent), notes)
 
 
+# --sandbox: the client's own sandbox, as verified (clients/sandbox.py says what and why).
+
+
+def _sandboxed(root: Path, client: str, plans: list[Planned], force: bool, state_dir: Path | None) -> list[Planned]:
+    """The client's files with its sandbox settings merged in, once the state folder is known to stay out of what the
+    sandbox lets the agent's shell write (else nothing is written: the sandbox would not protect it)."""
+    where = sandboxes.Where.here()
+    state = state_dir or Project.resolve(root).state_dir
+    if hit := sandboxes.exposing(state, sandboxes.writable_roots(client, root, where)):
+        undo = f", or {hit.undo}" if hit.undo else ""
+        raise ConfigError(
+            f"--sandbox: the state folder {str(state)!r} is inside {str(hit.path)!r} ({hit.why}), which the "
+            "sandbox lets the agent's shell write, so the agent could still forge a person's approval there. Point "
+            "--state-dir or $ABILITIES_STATE_DIR elsewhere, or unset them (the default, under $XDG_STATE_HOME or "
+            f"~/.local/state, is outside the project){undo}. Nothing was changed."
+        )
+    if client == "codex":
+        return [_codex_sandbox(p, force) if p.path == root / sandboxes.CODEX_CONFIG else p for p in plans]
+    spec = sandboxes.JSON_SANDBOXES[client]
+    path = root / spec.path
+    later = [
+        f"{source} sets {spec.table}.{key} = {json.dumps(value)}, which wins over {path}, so {risk}: remove it there"
+        for source, key, value, risk in sandboxes.overriding(client, root, where)
+    ]
+    return [
+        _merged(p, lambda d: _put_sandbox(d, spec, force, path), notes=later) if p.path == path else p for p in plans
+    ]
+
+
+def _put_sandbox(data: dict, spec: sandboxes.JsonSandbox, force: bool, path: Path) -> list[str]:
+    """Each verified key in its table; a value the person set otherwise stays (with what it risks) unless force."""
+    table = data.setdefault(spec.table, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: {spec.table} must be a JSON object; fix it by hand, nothing was changed")
+    notes = []
+    for key, setting in spec.settings.items():
+        if key in table and table[key] != setting.value and not force:
+            notes.append(
+                f"kept your {spec.table}.{key} = {json.dumps(table[key])} in {path}, so {setting.risk}; the verified "
+                f"value is {json.dumps(setting.value)} (--force replaces it)"
+            )
+        else:
+            table[key] = setting.value
+    return notes
+
+
+def _codex_sandbox(plan: Planned, force: bool) -> Planned:
+    """`sandbox_mode` at the top of config.toml, every other byte kept: a top-level key cannot be appended after a
+    table (it would belong to that table), so it goes first. One the person set otherwise stays, as for a server."""
+    line = f'sandbox_mode = "{sandboxes.CODEX_MODE}"\n'
+    data = _toml(plan.path, plan.new)
+    current = data.get("sandbox_mode")
+    if current == sandboxes.CODEX_MODE:
+        return plan
+    if current is not None and force:
+        raise ConfigError(
+            f"{plan.path}: init cannot safely rewrite TOML (your comments and layout would be lost) and changed "
+            f"nothing; replace the sandbox_mode line there by hand with:\n{line}"
+        )
+    if current is not None:
+        kept = f"kept your sandbox_mode = {json.dumps(current)} in {plan.path}, so {sandboxes.CODEX_RISK}"
+        fix = f"the verified value is {json.dumps(sandboxes.CODEX_MODE)} (change that line by hand)"
+        return Planned(plan.path, plan.old, plan.new, [*plan.notes, f"{kept}; {fix}"])
+    new = line + ("\n" + plan.new if plan.new.strip() else "")
+    if _toml(plan.path, new) != {**data, "sandbox_mode": sandboxes.CODEX_MODE}:
+        raise ConfigError(f"{plan.path}: adding sandbox_mode at the top would change its meaning; add by hand:\n{line}")
+    return Planned(plan.path, plan.old, new, plan.notes)
+
+
+def _toml(path: Path, text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}; fix the syntax there, nothing was changed") from None
+
+
+def _sandbox_note(client: str) -> str:
+    """What the sandbox now does, and what it still needs on this machine."""
+    lacking = sandboxes.missing(client, shutil.which)
+    if not lacking:
+        return sandboxes.NOTES[client]
+    packages = " ".join(lacking)
+    return f"{sandboxes.NOTES[client]}. Not found here: {packages}; install it first (apt-get install {packages})"
+
+
 # Merging into JSON.
 
 
@@ -612,7 +704,7 @@ def _put_cursor_hooks(data: dict, argv: list[str], force: bool, path: Path) -> l
         if not isinstance(handlers, list):
             raise ConfigError(f"{path}: hooks.{event} must be a JSON array; fix it by hand, nothing was changed")
         handler = {"command": shlex.join([*argv, "hook", "cursor", event]), **({"matcher": matcher} if matcher else {})}
-        mine = [i for i, h in enumerate(handlers) if _is_ours(h, event, "cursor")]
+        mine = [i for i, h in enumerate(handlers) if is_our_hook(h, event, "cursor")]
         if not mine:
             handlers.append(handler)
         elif handlers[mine[0]] != handler and not force:
@@ -628,7 +720,7 @@ def _put_handler(
     for group in groups:
         handlers = group.get("hooks") if isinstance(group, dict) else None
         for i, existing in enumerate(handlers if isinstance(handlers, list) else []):
-            if not _is_ours(existing, event, client):
+            if not is_our_hook(existing, event, client):
                 continue
             if existing != handler and not force:
                 return _kept(event, path, "hook")
@@ -638,7 +730,7 @@ def _put_handler(
     return []
 
 
-def _is_ours(handler: Any, event: str, client: str = "claude") -> bool:
+def is_our_hook(handler: Any, event: str, client: str = "claude") -> bool:
     """Ours runs `... hook CLIENT EVENT`, whatever starts abilities-mcp (string or exec form)."""
     if not isinstance(handler, dict):
         return False
@@ -657,11 +749,19 @@ def _plan_entry(path: Path, keys: list[str], name: str, entry: dict, force: bool
 def _plan_json(path: Path, merge: Callable[[dict], list[str]], new_file: dict | None = None) -> Planned:
     """The file after `merge`; unchanged when merge changed nothing, refused when a rewrite would lose comments."""
     old = _read_text(path)
-    data, strict = _load_json(path, old) if old.strip() else (copy.deepcopy(new_file or {}), True)
+    return _merged(Planned(path, old, old), merge, new_file)
+
+
+def _merged(
+    plan: Planned, merge: Callable[[dict], list[str]], new_file: dict | None = None, notes: list[str] | None = None
+) -> Planned:
+    """`plan` with `merge` applied to the text it would write (a second merge into a file already planned)."""
+    path, old = plan.path, plan.old
+    data, strict = _load_json(path, plan.new) if plan.new.strip() else (copy.deepcopy(new_file or {}), True)
     before = copy.deepcopy(data)
-    notes = merge(data)
+    notes = [*plan.notes, *merge(data), *(notes or [])]
     if data == before:
-        return Planned(path, old, old, notes)
+        return Planned(path, old, plan.new, notes)
     if not strict:
         raise ConfigError(
             f"{path} has comments or trailing commas, which a rewrite would lose, so init changed nothing; "
@@ -676,17 +776,12 @@ def _load_json(path: Path, text: str) -> tuple[dict, bool]:
     data, problems = parse_json(text, path)
     strict = not problems
     if problems:
-        lenient = _JSONC_COMMA.sub(_keep_strings, _JSONC_COMMENT.sub(_keep_strings, text))
-        data, others = parse_json(lenient, path)
+        data, others = parse_json(jsonc.strip(text), path)
         if others:
             raise ConfigError(f"{problems[0]}; nothing was changed")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a JSON object; fix it by hand, nothing was changed")
     return data, strict
-
-
-def _keep_strings(match: re.Match[str]) -> str:
-    return match.group() if match.group().startswith('"') else ""
 
 
 def _added(before: Any, after: dict) -> dict:
