@@ -177,3 +177,24 @@ def test_run_cancelled_at_the_agent_prompt_ends_at_once_without_waiting_for_inpu
 
     assert "cancelled" in shown and "Traceback" not in shown and "ExceptionGroup" not in shown
     assert term.wait() == 3  # run's exit code for a cancelled run
+
+
+def test_run_under_checkpoint_asks_before_a_hook_command_runs_and_shows_it_inert(root: Path) -> None:
+    (root / "abilities" / "hooked.yaml").write_text(
+        "description: hooked\nsettings: {approval: checkpoint}\n"
+        'hooks: {before: ["touch hook-ran # \\e[2K"]}\n'  # YAML's \e: an escape character in the command
+        "steps:\n  - {id: one, type: script, run: 'true'}\n"
+    )
+    term = Terminal(cli(root, "run", "hooked"), root)
+
+    shown = term.expect("[y/N]")
+    ran_before_asked = (root / "hook-ran").exists()
+    term.type("y")
+    term.expect("Checkpoint before step 'one'")
+    term.type("y")
+
+    assert "Checkpoint before hooks.before[0] of ability 'hooked'" in shown
+    assert "it runs: touch hook-ran # \\x1b[2K" in shown  # the escape shown as text, never obeyed
+    assert not ran_before_asked
+    assert "completed  (1/1 steps)" in term.expect("(1/1 steps)")
+    assert term.wait() == 0 and (root / "hook-ran").exists()

@@ -1,8 +1,10 @@
 """settings.approval: checkpoint — a person approves each step the server runs itself (script, child run), before
-each attempt; OpenAgents' plugin-abilities schema allows the value and gives it no behaviour, this is ours."""
+each attempt, and each hook command before it runs; OpenAgents' plugin-abilities schema allows the value and gives
+it no behaviour, this is ours."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +12,8 @@ from mcp import Client
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from abilities_mcp.server.app import create_server
-from support import TEST_RETRY_BASE
+from abilities_mcp.state.store import Store
+from support import TEST_RETRY_BASE, until
 
 ERAS = ["legacy", "auto"]
 
@@ -18,12 +21,16 @@ ERAS = ["legacy", "auto"]
 class Person:
     """Answers each form with the next of `answers` (True approves), and remembers what it was shown."""
 
-    def __init__(self, *answers: bool):
+    def __init__(self, *answers: bool, watch: Path | None = None):
         self.answers = list(answers)
         self.asked: list[ElicitRequestParams] = []
+        self.watch = watch
+        self.seen: list[set[str]] = []  # the files in `watch` when each question came
 
     async def __call__(self, ctx, params: ElicitRequestParams) -> ElicitResult:
         self.asked.append(params)
+        if self.watch is not None:
+            self.seen.append({p.name for p in self.watch.iterdir()})
         return ElicitResult(action="accept", content={"approve": self.answers.pop(0)})
 
 
@@ -109,3 +116,109 @@ async def test_a_retried_step_is_approved_again_before_each_attempt(project, roo
     assert done["status"] == "completed"
     assert len((root / "tries").read_text().split()) == 2
     assert [m.message.count("Checkpoint before step 'flaky'") for m in person.asked] == [1, 1]
+
+
+# An ability under checkpoint with a hook of each kind (each leaves a file behind when it runs) and one step.
+HOOKED = """
+description: hooked
+settings: {approval: checkpoint}
+hooks: {before: ['touch before-ran'], after: ['touch after-ran', 'touch after-two']}
+steps:
+  - {id: one, type: script, run: touch one}
+"""
+
+
+async def run_hooked(project, person: Person, root: Path, last_file: str = "after-two") -> dict[str, Any]:
+    """Run `hooked` with `person` answering, and keep the server up until its last after-hook ran (a server that
+    stops cancels after-hooks)."""
+    server = create_server(project, retry_base=TEST_RETRY_BASE)
+    async with Client(server, mode="legacy", elicitation_callback=person) as client:
+        done = (await client.call_tool("ability_run", {"name": "hooked"})).structured_content
+        await until(lambda: (root / last_file).exists())
+    return done
+
+
+def _events(project, run_id: str) -> list[dict[str, Any]]:
+    store = Store(project.state_db)
+    try:
+        return store.events(run_id)
+    finally:
+        store.close()
+
+
+async def test_under_checkpoint_no_hook_command_runs_before_a_person_approves_it(project, root, write) -> None:
+    write("hooked", HOOKED)
+    person = Person(True, True, True, True, watch=root)
+
+    done = await run_hooked(project, person, root)
+
+    assert done["status"] == "completed", done
+    shown = [p.message for p in person.asked]
+    assert len(shown) == 4, shown  # the before-hook, the step, each after-hook
+    first = "Checkpoint before hooks.before[0] of ability 'hooked': before the first step it runs: touch before-ran"
+    assert first in shown[0]
+    assert "before-ran" not in person.seen[0]  # asked before it ran
+    assert "hooks.after[0]" in shown[2] and "once the run ends it runs: touch after-ran" in shown[2]
+    assert "hooks.after[1]" in shown[3] and "touch after-two" in shown[3]
+    assert (root / "before-ran").exists() and (root / "after-ran").exists()
+    answered = [a["step"] for a in done["answers"]]
+    assert answered == ["hooks.before[0]", "one", "hooks.after[0]", "hooks.after[1]"]
+
+
+async def test_a_before_hook_rejected_at_the_checkpoint_fails_the_run_before_its_first_step(
+    project, root, write
+) -> None:
+    write("hooked", HOOKED)
+    person = Person(False, True, True)
+
+    done = await run_hooked(project, person, root)
+
+    assert done["status"] == "failed"
+    assert "hooks.before[0] ('touch before-ran') rejected at the checkpoint (rejected by elicitation)" in done["error"]
+    assert done["steps"][0]["status"] == "skipped"
+    assert not (root / "before-ran").exists() and not (root / "one").exists()
+    assert ["hooks.after[0]" in p.message for p in person.asked] == [False, True, False]  # after-hooks still asked
+
+
+async def test_an_after_hook_rejected_at_the_checkpoint_is_skipped_and_recorded_and_the_run_stands(
+    project, root, write
+) -> None:
+    write("hooked", HOOKED)
+    person = Person(True, True, False, True)
+
+    done = await run_hooked(project, person, root)
+
+    assert done["status"] == "completed"
+    assert not (root / "after-ran").exists()  # after-hooks run in order, and the second one ran
+    rejected = [e["detail"] for e in _events(project, done["run_id"]) if e["event"] == "hook_after_rejected"]
+    assert rejected == ["hooks.after[0] ('touch after-ran') rejected at the checkpoint (rejected by elicitation)"]
+
+
+async def test_a_run_cancelled_under_checkpoint_skips_its_after_hooks_and_records_why(project, root, write) -> None:
+    write(
+        "waits",
+        """
+        description: waits
+        settings: {approval: checkpoint}
+        hooks: {after: ['touch after-ran']}
+        steps:
+          - {id: think, type: agent, prompt: Think}
+    """,
+    )
+    server = create_server(project, retry_base=TEST_RETRY_BASE)
+    async with Client(server) as client:
+        started = (await client.call_tool("ability_run", {"name": "waits"})).structured_content
+        assert started["status"] == "awaiting_agent"
+        await client.call_tool("ability_cancel", {"run_id": started["run_id"]})
+
+        def skipped() -> list[str]:
+            return [e["detail"] for e in _events(project, started["run_id"]) if e["event"] == "hook_after_skipped"]
+
+        await until(lambda: skipped() or (root / "after-ran").exists())  # one or the other, once the run ended
+        why = skipped()
+
+    assert why == [
+        "hooks.after[0] ('touch after-ran') not run: the run ended (cancelled) before a person approved it, and "
+        "under settings.approval: checkpoint no hook runs unapproved"
+    ]
+    assert not (root / "after-ran").exists()

@@ -1,4 +1,5 @@
-"""Steps a person answers: approvals, the plan approval, and the retry/continue/stop decision after a failure.
+"""Steps a person answers: approvals, the plan approval, checkpoints (before each step and hook command the server
+runs), and the retry/continue/stop decision after a failure.
 
 The run waits in awaiting_approval / awaiting_decision with the question stored on it. Whoever answers first —
 an elicitation form, `abilities-mcp approve` in another process, or the agent under loose enforcement — wins a
@@ -90,6 +91,44 @@ class PersonSteps:
         self._step_event(live, step.id, event, attempts=attempt, started_at=time.time(), error=None)
         self._step_event(live, step.id, StepEvent.FAIL, error=problem, finished_at=time.time())
         return problem
+
+    async def _checkpoint_hook(self, live: LiveRun, which: str, index: int, command: str) -> str | None:
+        """settings.approval: checkpoint — a person approves each hook command too, before it runs (an after-hook:
+        before the run's end is recorded, to run once it is); returns why it may not run, recorded on the run."""
+        if live.ability.settings.approval != "checkpoint":
+            return None
+        label = hook_label(which, index)
+        text = hook_checkpoint_text(live, which, label, command)
+        answer = await self._ask(live, Question.approval(label, text, None, None), None)
+        if answer.approved:
+            return None
+        problem = f"{label} ({command!r}) rejected at the checkpoint ({answer.summary()})"
+        self.store.update_run(live.run_id, f"hook_{which}_rejected", problem)
+        return problem
+
+    async def _approve_after_hooks(self, live: LiveRun) -> list[int]:
+        """The after-hooks that may run once the run ends: all of them, or under checkpoint those a person approved
+        now (a rejected one is recorded; after-hooks never fail a run)."""
+        return [
+            i
+            for i, command in enumerate(live.ability.hooks.after)
+            if await self._checkpoint_hook(live, "after", i, command) is None
+        ]
+
+    def _unasked_after_hooks(self, live: LiveRun) -> list[int]:
+        """The after-hooks of a run that ended before they were asked about (cancelled, out of time, a crash): all
+        of them, but none under checkpoint, where asking a person now would hold a finished run open; each one
+        skipped is recorded with the reason."""
+        hooks = live.ability.hooks.after
+        if live.ability.settings.approval != "checkpoint":
+            return list(range(len(hooks)))
+        for i, command in enumerate(hooks):
+            why = (
+                f"{hook_label('after', i)} ({command!r}) not run: the run ended ({live.status}) before a person "
+                "approved it, and under settings.approval: checkpoint no hook runs unapproved"
+            )
+            self.store.update_run(live.run_id, "hook_after_skipped", why)
+        return []
 
     async def _decide(self, live: LiveRun, step_id: str, problem: str) -> str:
         """on_failure: ask — retry, continue or stop, as a person says."""
@@ -213,6 +252,21 @@ def checkpoint_text(live: LiveRun, step) -> str:
         f"Checkpoint before step {step.id!r}{about} of ability {live.name!r}: it {what}\n"
         "Approve to run it now; reject to fail this step (its on_failure applies)."
     )
+
+
+def hook_label(which: str, index: int) -> str:
+    """How a hook command is named in questions, answers and errors: `hooks.before[0]`."""
+    return f"hooks.{which}[{index}]"
+
+
+def hook_checkpoint_text(live: LiveRun, which: str, label: str, command: str) -> str:
+    """What a person approves at a hook's checkpoint: the command, shown as a step's is."""
+    if which == "before":
+        when, outcome = "before the first step", "reject to fail the run before its first step"
+    else:
+        when, outcome = "once the run ends", "reject to skip it (an after-hook never fails the run)"
+    what = f"Checkpoint before {label} of ability {live.name!r}: {when} it runs: {command}"
+    return f"{what}\nApprove to run it; {outcome}."
 
 
 def _watch(run_id: str) -> list[NextCall]:

@@ -19,7 +19,7 @@ from ..abilities.models import DEFAULT_MAX_RETRIES, Ability, ScriptStep, Step
 from ..errors import DefinitionError, NextCall, Refused
 from ..state.spool import Spool, remove_spools, spool_path
 from ..state.store import RunRecord, StepRecord, Store, process_start
-from .asking import PersonSteps, question_fields
+from .asking import PersonSteps, hook_label, question_fields
 from .control import RunControl
 from .flow import skip_reason
 from .handback import AgentSteps
@@ -160,6 +160,7 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
     async def _drive(self, live: LiveRun, resumed: bool) -> None:
         error: str | None = None
         unwinding = False
+        after: list[int] | None = None  # the after-hooks that may run, once asked about (checkpoint)
         try:
             with live.scope:
                 self._run_event(live, RunEvent.RESUME if resumed else RunEvent.START, "run started")
@@ -170,6 +171,7 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
                         error = await self._before_hooks(live, resumed)
                     if error is None:
                         error = await self._execute(live)
+                    after = await self._approve_after_hooks(live)
                 if limit.cancelled_caught:
                     error = live.halt_error = f"the run exceeded settings.timeout ({timeout}); raise it or split it"
         except anyio.get_cancelled_exc_class():
@@ -185,27 +187,35 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
             with anyio.CancelScope(shield=True):
                 ended = await self._finish_safely(live, error)
             if ended and unwinding:  # a child its parent stopped: its after-hooks still run, shielded from that stop
-                await self._after_hooks(live, shielded=True)
+                await self._after_hooks(live, after, shielded=True)
         if ended:
-            await self._after_hooks(live)
+            await self._after_hooks(live, after)
 
     async def _before_hooks(self, live: LiveRun, resumed: bool) -> str | None:
-        """Before-hooks gate the run; a resumed run passes the gate again unless it passed it already."""
+        """Before-hooks gate the run, each after its checkpoint (settings.approval: checkpoint); a rejection or a
+        failure is the run's error. A resumed run passes the gate again unless it passed it already."""
         if resumed and any(e["event"] == "hooks_before_passed" for e in self.store.events(live.run_id)):
             return None
-        error = await self._hooks(live, "before", fatal=True)
-        if error is None and live.ability.hooks.before:
+        for i, command in enumerate(live.ability.hooks.before):
+            if (refused := await self._checkpoint_hook(live, "before", i, command)) is not None:
+                return refused
+            if (problem := await self._run_hook(live, "before", i, command)) is not None:
+                return f"{hook_label('before', i)} ({command!r}) failed: {problem}"
+        if live.ability.hooks.before:
             self.store.update_run(live.run_id, "hooks_before_passed")
-        return error
+        return None
 
-    async def _after_hooks(self, live: LiveRun, shielded: bool = False) -> None:
-        """After-hooks run once the run's end is recorded; stopping the server cancels them (and kills them)."""
+    async def _after_hooks(self, live: LiveRun, approved: list[int] | None, shielded: bool = False) -> None:
+        """After-hooks run once the run's end is recorded (those `approved`, or when the run ended before they were
+        asked about, those _unasked_after_hooks allows); stopping the server cancels them (and kills them)."""
         with anyio.CancelScope(shield=shielded) as scope:
             if self._stopping:
                 scope.cancel()
             self._hook_scopes.add(scope)
             try:
-                await self._hooks(live, "after", fatal=False)
+                allowed = self._unasked_after_hooks(live) if approved is None else approved
+                for i in allowed:
+                    await self._run_hook(live, "after", i, live.ability.hooks.after[i])
             except Exception:
                 log.exception("after-hooks of run %s crashed", live.run_id)
             finally:
@@ -353,27 +363,25 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
         self._step_event(live, step_id, StepEvent.FAIL, error=problem, finished_at=time.time())
         return problem
 
-    async def _hooks(self, live: LiveRun, which: str, fatal: bool) -> str | None:
-        for i, command in enumerate(getattr(live.ability.hooks, which)):
-            hook = ScriptStep(id=f"hook-{which}-{i}", type="script", run=command)
-            try:
-                command_text, cwd, env = prepare_script(hook, live, self.catalog.project.root)
-                result = await run_script(
-                    command_text,
-                    cwd=cwd,
-                    env=env,
-                    timeout=step_timeout(hook),
-                    on_start=self.reaper.watch,
-                    on_end=self.reaper.release,
-                )
-                problem = check_result(hook, result, cwd)
-            except (SpawnError, ValueError) as exc:
-                problem = str(exc)
-            if problem:
-                self.store.update_run(live.run_id, f"hook_{which}_failed", f"hooks.{which}[{i}]: {problem}")
-                if fatal:
-                    return f"hooks.{which}[{i}] ({command!r}) failed: {problem}"
-        return None
+    async def _run_hook(self, live: LiveRun, which: str, index: int, command: str) -> str | None:
+        """Run one hook command; returns why it failed (recorded on the run), or None."""
+        hook = ScriptStep(id=f"hook-{which}-{index}", type="script", run=command)
+        try:
+            command_text, cwd, env = prepare_script(hook, live, self.catalog.project.root)
+            result = await run_script(
+                command_text,
+                cwd=cwd,
+                env=env,
+                timeout=step_timeout(hook),
+                on_start=self.reaper.watch,
+                on_end=self.reaper.release,
+            )
+            problem = check_result(hook, result, cwd)
+        except (SpawnError, ValueError) as exc:
+            problem = str(exc)
+        if problem:
+            self.store.update_run(live.run_id, f"hook_{which}_failed", f"{hook_label(which, index)}: {problem}")
+        return problem or None
 
     def _finish(self, live: LiveRun, error: str | None) -> bool:
         """Close every unfinished step and record the run's final state; returns False when interrupted."""
