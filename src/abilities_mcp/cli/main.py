@@ -528,6 +528,13 @@ def init(project: Project, args: argparse.Namespace) -> int:
     )
 
 
+def doctor(project: Project, args: argparse.Namespace) -> int:
+    """Whether this project's setup holds the threat model, one line per check; exit 1 when one fails."""
+    from .doctor import run as diagnose
+
+    return diagnose(project, as_json=args.json)
+
+
 def gateway(project: Project, args: argparse.Namespace) -> int:
     """`gateway list | add NAME -- COMMAND ARGS... | remove NAME`: gateway.json, edited safely."""
     from .gateway import run as gateway_command
@@ -562,4 +569,5 @@ COMMANDS = {
     "tools": tools,
     "hook": hook,
     "init": init,
+    "doctor": doctor,
 }

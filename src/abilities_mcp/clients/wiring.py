@@ -1,0 +1,196 @@
+"""What `init` wrote into a project's client configs, read back: which clients are set up here, the server entry
+that starts abilities-mcp in each, and the hooks that carry the gates to the client's own tools (for `doctor`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tomllib
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .configs import CLAUDE_HOOKS, CLIENT_HOOKS, GATEWAY_CLIENTS, PLUGIN_TOKEN, desktop_config_path, is_our_hook
+from .jsonc import read_object
+
+# The files whose presence says a project is set up for a client (Claude Desktop's config is the user's).
+CLIENT_FILES = {
+    "claude": (".mcp.json", ".claude/settings.json"),
+    "opencode": ("opencode.json", "opencode.jsonc", ".opencode/plugins/abilities-mcp.js"),
+    "cursor": (".cursor/mcp.json", ".cursor/hooks.json"),
+    "vscode": (".vscode/mcp.json",),
+    "codex": (".codex/config.toml", ".codex/hooks.json"),
+    "gemini": (".gemini/settings.json",),
+}
+LABELS = {
+    "claude": "Claude Code",
+    "opencode": "OpenCode",
+    "cursor": "Cursor",
+    "vscode": "VS Code",
+    "codex": "Codex",
+    "gemini": "Gemini CLI",
+    "desktop": "Claude Desktop",
+}
+# Where each client's hooks live, relative to the project (OpenCode's are its plugin).
+HOOK_FILES = {
+    "claude": ".claude/settings.json",
+    "codex": ".codex/hooks.json",
+    "gemini": ".gemini/settings.json",
+    "cursor": ".cursor/hooks.json",
+}
+PLUGIN_FILE = ".opencode/plugins/abilities-mcp.js"
+# The plugin's line that names the command, as init fills it in.
+_PLUGIN_COMMAND = re.compile(r"^const COMMAND = (\[.*\])$", re.M)
+
+
+class Server(NamedTuple):
+    """A server entry that starts abilities-mcp: its name, the file, the argv the client runs, and whether on."""
+
+    name: str
+    path: Path
+    argv: list[str]
+    enabled: bool
+
+
+class Hooks(NamedTuple):
+    """A client's hooks as init wires them: the file, the events that run abilities-mcp (event -> its argv, without
+    `hook CLIENT EVENT`), and the events init wires that have none."""
+
+    path: Path
+    found: dict[str, list[str]]
+    missing: list[str]
+
+
+def set_up(root: Path, home: Path) -> list[str]:
+    """The clients this project has a config for, in init's order; Claude Desktop when its config serves this
+    project (its `--root`)."""
+    clients = [c for c, files in CLIENT_FILES.items() if any((root / f).exists() for f in files)]
+    desktop = servers("desktop", root, home)
+    return clients + (["desktop"] if any(str(root) in s.argv for s in desktop) else [])
+
+
+def servers(client: str, root: Path, home: Path) -> list[Server]:
+    """The client's server entries that start abilities-mcp (any name, any way of starting it)."""
+    for path, table in _server_tables(client, root, home):
+        if table is not None:
+            return [s for name, entry in table.items() if (s := _server(client, name, entry, path)) and serves(s.argv)]
+    return []
+
+
+def serves(argv: list[str]) -> bool:
+    """Whether an argv runs this server: abilities-mcp (or `-m abilities_mcp`), then `serve`."""
+    names = {Path(word).name for word in argv}
+    return "serve" in argv and bool(names & {"abilities-mcp", "abilities-mcp.exe", "abilities_mcp"})
+
+
+def hooks(client: str, root: Path) -> Hooks | None:
+    """The hooks init wires for the client, as its file has them; None for a client without hooks (OpenCode's
+    plugin: see `plugin`)."""
+    if client not in HOOK_FILES:
+        return None
+    path = root / HOOK_FILES[client]
+    table = (read_object(path) or {}).get("hooks")
+    table = table if isinstance(table, dict) else {}
+    wanted = CLAUDE_HOOKS if client == "claude" else CLIENT_HOOKS[client]
+    found = {}
+    for event in wanted:
+        for handler in _handlers(table.get(event), client):
+            if is_our_hook(handler, event, client):
+                found[event] = _hook_argv(handler)
+                break
+    return Hooks(path, found, [e for e in wanted if e not in found])
+
+
+def plugin(root: Path) -> tuple[list[str] | None, bool]:
+    """OpenCode's plugin: the command it runs (None: no plugin, or no command line in it), and whether it is this
+    version's plugin."""
+    try:
+        text = (root / PLUGIN_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None, False
+    match = _PLUGIN_COMMAND.search(text)
+    try:
+        argv = json.loads(match.group(1)) if match else None
+    except json.JSONDecodeError:
+        argv = None
+    if not (isinstance(argv, list) and argv and all(isinstance(w, str) for w in argv)):
+        return None, False
+    template = resources.files("abilities_mcp.clients").joinpath("opencode_plugin.js").read_text(encoding="utf-8")
+    return argv, text == template.replace(PLUGIN_TOKEN, json.dumps(argv))
+
+
+def runnable(argv: list[str], which: Callable[[str], str | None] = shutil.which) -> str | None:
+    """Where the command's program is (an executable file, or found on PATH), or None when the client could not
+    start it. Nothing is run: a config in a project someone else wrote could name anything."""
+    if not argv:
+        return None
+    program = argv[0]
+    if os.sep in program or (os.altsep and os.altsep in program):
+        return program if os.path.isfile(program) and os.access(program, os.X_OK) else None
+    return which(program)
+
+
+def _server_tables(client: str, root: Path, home: Path) -> list[tuple[Path, dict[str, Any] | None]]:
+    """The files the client reads its servers from (the first that exists counts), each with its servers' table."""
+    if client == "desktop":
+        path = desktop_config_path(sys.platform, os.environ, home)
+        return [(path, _table(read_object(path), ["mcpServers"]))]
+    relpaths, keys = GATEWAY_CLIENTS[client]
+    found = []
+    for relpath in relpaths:
+        path = root / relpath
+        data = _toml(path) if client == "codex" else read_object(path)
+        table = _table(data, keys)
+        if client == "opencode" and isinstance(table, dict) and isinstance(table.get("servers"), dict):
+            table = table["servers"]  # OpenCode's V2 layout
+        found.append((path, table))
+    return found
+
+
+def _server(client: str, name: str, entry: Any, path: Path) -> Server | None:
+    if not isinstance(entry, dict):
+        return None
+    command, args = entry.get("command"), entry.get("args", [])
+    if client == "opencode":
+        command, args = (command[0], command[1:]) if isinstance(command, list) and command else (None, [])
+    if not isinstance(command, str) or not isinstance(args, list):
+        return None
+    enabled = entry.get("enabled") is not False and entry.get("disabled") is not True
+    return Server(name, path, [command, *map(str, args)], enabled)
+
+
+def _table(data: Any, keys: list[str]) -> dict[str, Any] | None:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else None
+
+
+def _toml(path: Path) -> dict[str, Any] | None:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+
+
+def _handlers(groups: Any, client: str) -> list[Any]:
+    """An event's handlers: Cursor lists them flat, the others in matcher groups."""
+    if not isinstance(groups, list):
+        return []
+    if client == "cursor":
+        return groups
+    return [h for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list) for h in g["hooks"]]
+
+
+def _hook_argv(handler: dict[str, Any]) -> list[str]:
+    """The argv that starts abilities-mcp, from a handler running `... hook CLIENT EVENT`."""
+    if isinstance(handler.get("args"), list):
+        return [str(handler.get("command", "")), *map(str, handler["args"][:-3])]
+    try:
+        return shlex.split(handler.get("command", ""))[:-3]
+    except ValueError:
+        return []
