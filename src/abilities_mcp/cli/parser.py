@@ -155,12 +155,6 @@ def _client_parsers(sub, common: argparse.ArgumentParser) -> None:
         description="One line per check, with the fix for each that fails; exit 1 when one fails.",
     )
     p.add_argument("--json", action="store_true")
-    p.add_argument(
-        "--sandbox",
-        action="store_true",
-        help="also turn on the client's own sandbox as verified (Claude Code, Codex, Gemini CLI), so the agent's shell "
-        "writes only the project; refused for a client that has none",
-    )
 
 
 def _workflow_parsers(sub, common: argparse.ArgumentParser) -> None:
