@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from abilities_mcp.state.store import RunRecord, StepRecord, Store, owner_alive, process_start
 
 
@@ -338,3 +340,136 @@ def test_a_state_file_from_before_claims_gets_the_table_when_opened(tmp_path: Pa
         assert store.get_run("old") is not None
     finally:
         store.close()
+
+
+# --- the answer trail: who answered a run's questions outlives history's limits --------------------------------
+
+DAY = 86400.0
+
+
+def _answered(store: Store, run_id: str, days_ago: float = 0.0) -> None:
+    """A person's answer to the run's question, given `days_ago`."""
+    store.update_run(run_id, "ask", question="{}", question_id=f"q-{run_id}")
+    answer = {"question_id": f"q-{run_id}", "value": "approved", "approved": True, "by": "terminal", "origin": "tty"}
+    assert store.answer(run_id, f"q-{run_id}", answer, "approve")
+    store.db.execute(
+        "UPDATE events SET at=? WHERE run_id=? AND event='answered'", (time.time() - days_ago * DAY, run_id)
+    )
+    store.db.commit()
+
+
+def test_runs_that_carry_an_answer_outlive_a_history_setting_that_would_erase_them(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    try:
+        for i in range(3):
+            store.create_run(make_run(f"approved-{i}", started=time.time() - 10 + i))
+            _answered(store, f"approved-{i}")
+        store.create_run(make_run("unanswered", started=time.time() - 20))
+
+        store.prune(keep_runs=1, keep_days=0.00001)  # {"history": {"runs": 1, "days": 0.00001}} in a project file
+
+        assert {r.run_id for r in store.runs(limit=50)} == {"approved-0", "approved-1", "approved-2"}
+        assert [a["detail"] for a in store.get_run("approved-0").answers] == ["approved by terminal (tty)"]
+    finally:
+        store.close()
+
+
+def test_an_answer_in_a_child_run_keeps_its_whole_run(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    old = time.time() - 5 * DAY
+    try:
+        store.create_run(make_run("parent", started=old))
+        store.create_run(make_run("child", started=old + 1, parent="parent"))
+        _answered(store, "child", days_ago=5)
+
+        store.prune(keep_runs=1, keep_days=1)
+
+        assert store.get_run("parent") is not None and [r.run_id for r in store.children("parent")] == ["child"]
+    finally:
+        store.close()
+
+
+def test_once_the_answer_trail_s_days_are_over_history_s_own_limits_apply_again(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    try:
+        store.create_run(make_run("old-approved", started=time.time() - 40 * DAY))
+        _answered(store, "old-approved", days_ago=40)
+        store.create_run(make_run("recent-approved", started=time.time() - 20 * DAY))
+        _answered(store, "recent-approved", days_ago=20)
+
+        store.prune(keep_runs=500, keep_days=10)
+
+        assert {r.run_id for r in store.runs(limit=50)} == {"recent-approved"}
+    finally:
+        store.close()
+
+
+def test_the_environment_raises_the_answer_trail_s_days_but_never_lowers_them(
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
+    store = Store(tmp_path / "s.db")
+    try:
+        for name, days_ago in [("forty-days", 40), ("one-day", 1)]:
+            store.create_run(make_run(name, started=time.time() - days_ago * DAY))
+            _answered(store, name, days_ago=days_ago)
+
+        monkeypatch.setenv("ABILITIES_ANSWER_TRAIL_DAYS", "0.00001")
+        store.prune(keep_runs=1, keep_days=0.00001)
+        assert {r.run_id for r in store.runs(limit=50)} == {"one-day"}  # 30 days held; forty-days was past them
+        assert "$ABILITIES_ANSWER_TRAIL_DAYS='0.00001' is ignored: it can only raise" in caplog.text
+
+        store.create_run(make_run("forty-days", started=time.time() - 40 * DAY))
+        _answered(store, "forty-days", days_ago=40)
+        monkeypatch.setenv("ABILITIES_ANSWER_TRAIL_DAYS", "90")
+        store.prune(keep_runs=1, keep_days=0.00001)
+        assert {r.run_id for r in store.runs(limit=50)} == {"one-day", "forty-days"}
+    finally:
+        store.close()
+
+
+# Every way a start of the server is told to keep one run for a second (a flag and a variable are what an agent's
+# shell passes to a server it starts itself).
+SHORT_HISTORY = {
+    "settings-file": ({"abilities-mcp.json": '{"history": {"runs": 1, "days": 0.00001}}'}, [], {}),
+    "flags": ({}, ["--history-runs", "1", "--history-days", "0.00001"], {}),
+    "environment": ({}, [], {"ABILITIES_HISTORY_RUNS": "1", "ABILITIES_HISTORY_DAYS": "0.00001"}),
+}
+
+
+@pytest.mark.parametrize("how", list(SHORT_HISTORY), ids=list(SHORT_HISTORY))
+def test_a_server_started_with_history_cut_short_erases_no_answer(root: Path, project, how: str) -> None:
+    store = Store(project.state_db)
+    try:
+        for i in range(3):
+            store.create_run(make_run(f"approved-{i}", started=time.time() - 10 + i))
+            _answered(store, f"approved-{i}")
+    finally:
+        store.close()
+    files, flags, env = SHORT_HISTORY[how]
+    for name, text in files.items():
+        (root / name).write_text(text)
+    env = {**os.environ, "ABILITIES_STATE_DIR": str(project.state_db.parent), **env}
+
+    started = subprocess.run(  # the server starts (and prunes), reads the end of its input, and stops
+        [sys.executable, "-m", "abilities_mcp", "--root", str(root), *flags],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    history = subprocess.run(
+        [sys.executable, "-m", "abilities_mcp", "history", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    ).stdout
+
+    assert started.returncode == 0, started.stderr
+    assert [line.split()[0] for line in history.splitlines() if line.startswith("approved-")] == [
+        "approved-2",
+        "approved-1",
+        "approved-0",
+    ]
+    assert history.count("answered approve: approved by terminal (tty)") == 3

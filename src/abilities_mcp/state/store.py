@@ -6,6 +6,9 @@ Every write commits before the method returns: a crash loses nothing that was re
 from __future__ import annotations
 
 import json
+import logging
+import math
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -15,9 +18,16 @@ from .database import Database
 from .owners import owner_alive, process_start
 
 __all__ = ["Store", "RunRecord", "StepRecord", "owner_alive", "process_start"]
+log = logging.getLogger(__name__)
 # History kept by default (DESIGN §4): the newest runs and the last days.
 DEFAULT_HISTORY_RUNS = 500
 DEFAULT_HISTORY_DAYS = 30.0
+# The answer trail (who answered a run's questions, when, through what) outlives history's limits: a run that
+# carries an answer is kept this many days after its last one, whatever history.runs / history.days say, because
+# the project file that sets those is one an agent can write. Only the environment may raise it, never lower it:
+# whoever starts a command sets its environment, an agent's shell too.
+ANSWER_TRAIL_DAYS = 30.0
+ANSWER_TRAIL_ENV = "ABILITIES_ANSWER_TRAIL_DAYS"
 
 RUN_COLUMNS = (
     "run_id, ability, session_id, status, enforcement, definition, source_path, inputs, parent_run, error, "
@@ -219,23 +229,32 @@ class Store(Database):
             return cur.rowcount == 1
 
     def prune(self, keep_runs: int = DEFAULT_HISTORY_RUNS, keep_days: float = DEFAULT_HISTORY_DAYS) -> int:
-        """Forget finished runs beyond the newest `keep_runs` or older than `keep_days`; returns how many.
+        """Forget finished runs beyond the newest `keep_runs` or older than `keep_days`; returns how many. A run
+        answered within the answer trail's days (answer_trail_days) is kept whatever the two say.
 
         Only top-level runs are ranked and aged (a child whose parent is gone counts as one); a workflow step's
-        child runs go with their parent and stay with it.
+        child runs go with their parent and stay with it, and an answer in a child keeps the whole run.
         """
-        cutoff = time.time() - keep_days * 86400
+        now = time.time()
+        cutoff, answered_since = now - keep_days * 86400, now - answer_trail_days() * 86400
         top = "(parent_run IS NULL OR parent_run NOT IN (SELECT run_id FROM runs))"
         with self.transaction() as db:
             cur = db.execute(
                 f"""DELETE FROM runs WHERE run_id IN (
-                    WITH RECURSIVE doomed(run_id) AS (
+                    WITH RECURSIVE family(top, run_id) AS (
+                        SELECT run_id, run_id FROM runs WHERE {top}
+                        UNION SELECT family.top, runs.run_id FROM runs JOIN family ON runs.parent_run = family.run_id),
+                    answered(run_id) AS (
+                        SELECT family.top FROM family JOIN events ON events.run_id = family.run_id
+                        WHERE events.event = 'answered' AND events.at >= ?),
+                    doomed(run_id) AS (
                         SELECT run_id FROM runs WHERE {top} AND status NOT IN ({",".join("?" * len(LIVE))})
+                        AND run_id NOT IN answered
                         AND (started_at < ? OR run_id NOT IN (
                             SELECT run_id FROM runs WHERE {top} ORDER BY started_at DESC LIMIT ?))
                         UNION SELECT runs.run_id FROM runs JOIN doomed ON runs.parent_run = doomed.run_id)
                     SELECT run_id FROM doomed)""",
-                (*LIVE, cutoff, keep_runs),
+                (answered_since, *LIVE, cutoff, keep_runs),
             )
             return cur.rowcount
 
@@ -254,3 +273,24 @@ class Store(Database):
             steps=[StepRecord(**{k: v for k, v in dict(s).items() if k != "run_id"}) for s in steps],
             answers=[dict(a) for a in answers],
         )
+
+def answer_trail_days() -> float:
+    """How long a run's answers are kept at least: ANSWER_TRAIL_DAYS, or more when $ABILITIES_ANSWER_TRAIL_DAYS
+    says so. A value that would lower it (or is no number) is ignored, with a warning in the log."""
+    text = os.environ.get(ANSWER_TRAIL_ENV, "").strip()
+    if not text:
+        return ANSWER_TRAIL_DAYS
+    try:
+        wanted = float(text)
+    except ValueError:
+        wanted = math.nan
+    if not wanted >= ANSWER_TRAIL_DAYS:  # also NaN
+        log.warning(
+            "$%s=%r is ignored: it can only raise how long answered runs are kept (at least %g days, a number); "
+            "unset it or give a larger number",
+            ANSWER_TRAIL_ENV,
+            text,
+            ANSWER_TRAIL_DAYS,
+        )
+        return ANSWER_TRAIL_DAYS
+    return wanted
