@@ -277,3 +277,27 @@ async def test_a_resumed_runs_approval_is_not_taken_from_a_form_but_from_a_termi
     assert resumed.structured_content["status"] == "awaiting_approval", resumed.structured_content
     assert person.asked == []  # no form: the answer must come from a person's terminal
     assert not (root / "deployed").exists()
+
+
+async def test_a_terminal_answer_that_skipped_the_person_check_is_not_recorded(project, write, root) -> None:
+    from abilities_mcp.abilities.catalog import Catalog
+    from abilities_mcp.engine.core import Engine
+    from abilities_mcp.state.store import Store
+
+    write("gated", GATED)
+    store = Store(project.state_db)
+    engine = Engine(store, Catalog(project), retry_base=TEST_RETRY_BASE)
+    try:
+        async with engine.running():
+            run_id = engine.start("gated", {}, "s")
+            await until(lambda: engine.question(run_id))
+            _, question = engine.pending_question(run_id, None, "terminal")
+            unchecked = question.from_yes_no(True, "terminal")  # no origin: from_a_person never saw it
+
+            with pytest.raises(ValueError, match="skipped the person check"):
+                engine.record_answer(run_id, question, unchecked)
+
+            assert stored_run(root, run_id).status == "awaiting_approval" and stored_run(root, run_id).answers == []
+            await engine.cancel(run_id)
+    finally:
+        store.close()

@@ -210,6 +210,10 @@ class PersonSteps:
 
     def record_answer(self, run_id: str, question: Question, answer: Answer) -> None:
         """Store the answer (first one wins) and wake the run if this process drives it."""
+        if answer.by == "terminal" and not answer.origin:
+            # Only the person check (cli/terminal.py from_a_person) stamps a terminal answer's origin: one without
+            # it skipped the check, and is a bug of the code that took it.
+            raise ValueError(f"a terminal answer to {question.step_id!r} skipped the person check (no origin)")
         if not self.store.answer(run_id, question.id, asdict(answer), question.step_id):
             record = self._require(run_id)
             raise Refused(
