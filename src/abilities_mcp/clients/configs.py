@@ -1,36 +1,29 @@
-"""`abilities-mcp init CLIENT`: write or merge the config that makes a client start this server, and, for Claude
-Code and OpenCode, run its hooks.
+"""`abilities-mcp init CLIENT`: write or merge the config that makes a client start this server, and, where the
+client has them, its hooks (`--gateway`: moves.py; `--sandbox`: the client's own sandbox, from sandbox.py).
 
-Every file is planned before any is written, so a file that must not be touched (it does not parse, names a key
-twice, or keeps comments a rewrite would lose) stops the whole command with nothing changed. Edits keep every other
-key, the key order and the file's indentation; a run that would change nothing writes nothing.
+Every file is planned before any is written (planned.py), so a file that must not be touched (it does not parse,
+names a key twice, or keeps comments a rewrite would lose) stops the whole command with nothing changed. Edits keep
+every other key, the key order and the file's indentation; a run that would change nothing writes nothing.
 """
 
 from __future__ import annotations
 
-import copy
-import difflib
 import json
 import os
 import re
 import shlex
 import shutil
 import sys
-import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import AbilitiesError
-from ..prerequisites.edits import indentation, write_atomically
-from ..prerequisites.workflows import parse_json
 from ..state.project import Project
-from . import jsonc
+from . import moves
 from . import sandbox as sandboxes
 from .hook import event_name
-from .toml_text import without_table
+from .planned import ConfigError, Planned, append_table, apply, merged, plan_json, read_text, read_toml
 
 CLIENTS = ["claude", "opencode", "cursor", "vscode", "codex", "gemini", "desktop"]
 # Claude Code's rule for server names; 40 keeps `mcp__NAME__ability_step_complete` within the API's 64-char limit.
@@ -86,20 +79,6 @@ CLIENT_NOTES = {
 }
 
 
-class ConfigError(AbilitiesError):
-    """A config file init must not touch, or an option it cannot use; the message names the file and the fix."""
-
-
-@dataclass
-class Planned:
-    """One file: its text now ("": missing), the text it should have, and what to tell the person."""
-
-    path: Path
-    old: str
-    new: str
-    notes: list[str] = field(default_factory=list)
-
-
 def init(
     project_root: Path,
     client: str,
@@ -118,8 +97,8 @@ def init(
     folder (`state_dir`, default: the project's) would be inside what the sandbox lets the agent's shell write."""
     try:
         _check(client, name)
-        if gateway and client not in GATEWAY_CLIENTS:
-            raise ConfigError(_not_movable(client))
+        if gateway and client not in moves.GATEWAY_CLIENTS:
+            raise ConfigError(moves.not_movable(client))
         if sandbox and client in sandboxes.NO_SANDBOX:
             raise ConfigError(f"--sandbox: {sandboxes.NO_SANDBOX[client]}. Nothing was changed.")
         argv, chosen = resolve_command(command)
@@ -127,14 +106,14 @@ def init(
         if sandbox:
             plans = _sandboxed(Path(project_root), client, plans, force, state_dir)
         if gateway:
-            plans = _behind_gateway(Path(project_root), client, name, plans, force)
+            plans = moves.behind_gateway(Path(project_root), client, name, plans, force)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
     if chosen:
         print(chosen)
     for plan in plans:
-        _apply(plan, dry_run)
+        apply(plan, dry_run)
     if client in CLIENT_NOTES:
         print(CLIENT_NOTES[client])
     if sandbox:
@@ -203,7 +182,7 @@ def _claude(root: Path, name: str, argv: list[str], force: bool) -> list[Planned
     settings = root / ".claude" / "settings.json"
     return [
         _plan_entry(mcp_json, ["mcpServers"], name, entry, force),
-        _plan_json(settings, lambda data: _put_hooks(data, argv, force, settings)),
+        plan_json(settings, lambda data: _put_hooks(data, argv, force, settings)),
     ]
 
 
@@ -220,13 +199,13 @@ def _opencode(root: Path, name: str, argv: list[str], force: bool) -> list[Plann
             return _put_entry(data, ["mcp", "servers"], name, entry, force, path)
         return _put_entry(data, ["mcp"], name, {**entry, "enabled": True}, force, path)
 
-    return [_plan_json(path, merge, new_file={"$schema": OPENCODE_SCHEMA}), _plan_plugin(root, argv)]
+    return [plan_json(path, merge, new_file={"$schema": OPENCODE_SCHEMA}), _plan_plugin(root, argv)]
 
 
 def _plan_plugin(root: Path, argv: list[str]) -> Planned:
     path = root / ".opencode" / "plugins" / "abilities-mcp.js"
     template = resources.files("abilities_mcp.clients").joinpath("opencode_plugin.js").read_text(encoding="utf-8")
-    new, old = template.replace(PLUGIN_TOKEN, json.dumps(argv)), _read_text(path)
+    new, old = template.replace(PLUGIN_TOKEN, json.dumps(argv)), read_text(path)
     notes = [f"{path} differed from this version's plugin: init owns that file and replaces it"]
     return Planned(path, old, new, notes if old and old != new else [])
 
@@ -250,14 +229,14 @@ def _gemini(root: Path, name: str, argv: list[str], force: bool) -> list[Planned
             data, argv, force, path, "gemini"
         )
 
-    return [_plan_json(path, merge)]
+    return [plan_json(path, merge)]
 
 
 def _cursor(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
     hooks = root / ".cursor" / "hooks.json"
     return [
         *_editor(".cursor/mcp.json", "mcpServers", {}, WORKSPACE_ROOT)(root, name, argv, force),
-        _plan_json(hooks, lambda data: _put_cursor_hooks(data, argv, force, hooks), new_file={"version": 1}),
+        plan_json(hooks, lambda data: _put_cursor_hooks(data, argv, force, hooks), new_file={"version": 1}),
     ]
 
 
@@ -278,7 +257,7 @@ def _codex(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]
     hooks = root / ".codex" / "hooks.json"
     return [
         *_codex_server(root, name, argv, force),
-        _plan_json(hooks, lambda d: _put_client_hooks(d, argv, force, hooks, "codex")),
+        plan_json(hooks, lambda d: _put_client_hooks(d, argv, force, hooks, "codex")),
     ]
 
 
@@ -289,10 +268,10 @@ def _codex_server(root: Path, name: str, argv: list[str], force: bool) -> list[P
     table = f"[mcp_servers.{name}]\n" + "".join(
         f"{k} = {json.dumps(v, ensure_ascii=False)}\n" for k, v in entry.items()
     )
-    old = _read_text(path)
+    old = read_text(path)
     current = _toml_server(path, old, name)
     if current is None:
-        new = _append(old, table)
+        new = append_table(old, table)
         if _toml_server(path, new, name) != entry:
             raise ConfigError(
                 f"{path}: appending [mcp_servers.{name}] would not add that server; add by hand:\n{table}"
@@ -307,14 +286,8 @@ def _codex_server(root: Path, name: str, argv: list[str], force: bool) -> list[P
 
 
 def _toml_server(path: Path, text: str, name: str) -> Any:
-    servers = _toml(path, text).get("mcp_servers")
+    servers = read_toml(path, text).get("mcp_servers")
     return servers.get(name) if isinstance(servers, dict) else None
-
-
-def _append(text: str, table: str) -> str:
-    """`text` byte for byte, then the table after a blank line."""
-    text = text if not text or text.endswith("\n") else text + "\n"
-    return text + ("\n" if text.strip() and not text.endswith("\n\n") else "") + table
 
 
 PLANNERS: dict[str, Callable[[Path, str, list[str], bool], list[Planned]]] = {
@@ -326,228 +299,6 @@ PLANNERS: dict[str, Callable[[Path, str, list[str], bool], list[Planned]]] = {
     "gemini": _gemini,
     "desktop": _desktop,
 }
-
-
-# Moving the client's servers behind the gateway (init CLIENT --gateway).
-
-# The clients whose other servers --gateway can move: their config files (the first that exists), and the keys
-# down to its servers' object. Each entry is translated into gateway.json's shape first (_translated).
-GATEWAY_CLIENTS: dict[str, tuple[tuple[str, ...], list[str]]] = {
-    "claude": ((".mcp.json",), ["mcpServers"]),
-    "cursor": ((".cursor/mcp.json",), ["mcpServers"]),
-    "vscode": ((".vscode/mcp.json",), ["servers"]),
-    "gemini": ((".gemini/settings.json",), ["mcpServers"]),
-    "opencode": (("opencode.json", "opencode.jsonc"), ["mcp"]),
-    "codex": ((".codex/config.toml",), ["mcp_servers"]),
-}
-# Why --gateway leaves a client alone.
-NOT_MOVABLE = {
-    "desktop": "Claude Desktop's config is your user's, not the project's, and gateway.json belongs to a project",
-}
-# Codex server keys gateway.json has nothing for: that server stays in config.toml.
-CODEX_KEPT = ("enabled_tools", "disabled_tools", "scopes", "oauth_resource", "oauth")
-# Codex's ways to send HTTP headers, all folded into gateway.json's `headers`.
-CODEX_HEADERS = {"http_headers", "env_http_headers", "bearer_token_env_var"}
-# OpenCode's variables: {env:VAR} the gateway says ${VAR}; {file:PATH} it has nothing for.
-_OPENCODE_ENV = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
-_OPENCODE_FILE = re.compile(r"\{file:[^}]*\}")
-# Gemini CLI's $VAR in env values (its ${VAR} is the gateway's too).
-_GEMINI_BARE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-# VS Code variables the gateway cannot expand ("${env:VAR}" it can: it becomes "${VAR}").
-_VSCODE_VARIABLE = re.compile(r"\$\{(?!env:)[^}]*\}")
-
-
-def _behind_gateway(root: Path, client: str, name: str, plans: list[Planned], force: bool) -> list[Planned]:
-    """The client's config without its other servers, and gateway.json with them: planned together, so a server
-    that cannot move (or a gateway.json that cannot take it) stops the command with nothing written."""
-    from ..gateway import edits as gateway_edits
-
-    relpaths, keys = GATEWAY_CLIENTS[client]
-    index = next(i for i, p in enumerate(plans) if any(p.path == root / r for r in relpaths))
-    plan = plans[index]
-    path, gateway_path = plan.path, root / gateway_edits.FILE_NAME
-    data, strict = _servers_file(client, path, plan.new)
-    table: Any = data
-    for key in keys:
-        table = table.get(key, {}) if isinstance(table, dict) else {}
-    if client == "opencode" and isinstance(table.get("servers"), dict):  # OpenCode's V2 shape: mcp.servers
-        table = table["servers"]
-    moved, notes = {}, []
-    for server, entry in table.items() if isinstance(table, dict) else []:
-        if server == name:
-            continue
-        translated, why = _translated(client, entry)
-        problems = why or gateway_edits.entry_problems(gateway_path, server, translated)
-        if problems:
-            notes.append(_stays(server, path, f"gateway.json cannot take it ({'; '.join(problems)})"))
-        else:
-            moved[server] = translated
-    new = _toml_without(path, plan.new, moved, notes) if client == "codex" else plan.new
-    if not moved:
-        plans[index] = Planned(path, plan.old, new, [*plan.notes, *notes, f"no servers in {path} to move"])
-        return plans
-    if not strict:
-        raise ConfigError(
-            f"{path} has comments or trailing commas, which a rewrite would lose, so init changed nothing; move "
-            f"these servers into gateway.json by hand and delete them there: {', '.join(moved)}"
-        )
-    if client != "codex":
-        for server in moved:
-            del table[server]
-        new = json.dumps(data, indent=indentation(plan.old) if plan.old else 2, ensure_ascii=False) + "\n"
-    notes.append(
-        f"moved {', '.join(moved)} from {path} to {gateway_path}: the agent reaches them through {name}'s "
-        "tool_search and tool_call, behind the workflows' gates; restart the client to load the change"
-    )
-    plans[index] = Planned(path, plan.old, new, plan.notes)
-    return [*plans, _plan_gateway(gateway_path, moved, force, notes)]
-
-
-def _servers_file(client: str, path: Path, text: str) -> tuple[dict, bool]:
-    """The client's config as data, and whether a rewrite keeps everything (JSON without comments; TOML is edited
-    as text, so always)."""
-    if not text.strip():
-        return {}, True
-    if client == "codex":
-        try:
-            return tomllib.loads(text), True
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}; fix the syntax there, nothing was changed") from None
-    return _load_json(path, text)
-
-
-def _toml_without(path: Path, text: str, moved: dict[str, Any], notes: list[str]) -> str:
-    """Codex's config.toml without the moved servers' tables, every other byte kept; a server written otherwise
-    (an inline table, dotted keys) stays, out of `moved`, with a note."""
-    for server in list(moved):
-        left = without_table(text, ["mcp_servers", server])
-        if left is None:
-            del moved[server]
-            notes.append(_stays(server, path, f"init removes only a [mcp_servers.{server}] table; move it by hand"))
-        else:
-            text = left
-    return text
-
-
-def _stays(server: str, path: Path, why: str) -> str:
-    return f"kept {server} in {path}, where the agent can still call it directly: {why}"
-
-
-def _not_movable(client: str) -> str:
-    return (
-        f"--gateway cannot move {client}'s servers: {NOT_MOVABLE.get(client, 'it has no project server list')}. "
-        "Move them into gateway.json with `abilities-mcp gateway add NAME -- COMMAND ARGS...` and remove them from "
-        "its config by hand"
-    )
-
-
-def _translated(client: str, entry: Any) -> tuple[Any, list[str]]:
-    """A client's server entry in gateway.json's shape (the .mcp.json one), or why it cannot be said there."""
-    if not isinstance(entry, dict) or client in ("claude", "cursor"):
-        return entry, []  # already that shape; gateway.json's own check names what it cannot take
-    if client == "opencode":
-        return _from_opencode(entry)
-    if client == "vscode":
-        return _from_vscode(entry)
-    if client == "codex":
-        return _from_codex(entry)
-    return _from_gemini(entry)
-
-
-def _from_opencode(entry: dict[str, Any]) -> tuple[Any, list[str]]:
-    """{type: local, command: [argv], environment, cwd} or {type: remote, url, headers}; {env:VAR} becomes ${VAR}.
-    `timeout` is how long OpenCode waits for the tool list, not for a call, so it is dropped, as are V2's
-    `codemode` and `protocol`; disabled servers and {file:...} values stay."""
-    if entry.get("enabled") is False or entry.get("disabled") is True:
-        return entry, ["it is disabled in OpenCode; enable it there first if the agent should reach it"]
-    text = json.dumps(entry)
-    if found := sorted(set(_OPENCODE_FILE.findall(text))):
-        return entry, [f"it reads files the gateway cannot: {', '.join(found)}"]
-    entry = json.loads(_OPENCODE_ENV.sub(r"${\1}", text))
-    dropped = ("type", "command", "environment", "enabled", "disabled", "timeout", "codemode", "protocol")
-    rest = {k: v for k, v in entry.items() if k not in dropped}
-    if entry.get("type") == "remote":
-        return {"type": "http", **rest}, []  # url, headers; anything else stays in, for gateway.json's check to name
-    command = entry.get("command")
-    if not (isinstance(command, list) and command and all(isinstance(c, str) for c in command)):
-        return entry, ["its command is not a list of strings"]
-    moved = {"command": command[0], "args": command[1:], **rest}
-    return {**moved, "env": entry["environment"]} if entry.get("environment") else moved, []
-
-
-def _from_vscode(entry: dict[str, Any]) -> tuple[Any, list[str]]:
-    """{type: stdio, command, args, env, cwd, envFile} or {type: http, url, headers}; sse and inputs stay."""
-    kind = entry.get("type", "stdio" if "command" in entry else "http")
-    if kind == "sse":
-        return entry, ["it uses SSE, which the gateway does not speak; streamable HTTP or stdio can move"]
-    text = json.dumps(entry)
-    if found := sorted(set(_VSCODE_VARIABLE.findall(text))):
-        return entry, [f"it uses VS Code variables the gateway cannot expand: {', '.join(found)}"]
-    moved = json.loads(text.replace("${env:", "${"))
-    moved.pop("type", None)
-    return ({"type": "http", **moved} if kind in ("http", "streamable-http") else moved), []
-
-
-def _from_gemini(entry: dict[str, Any]) -> tuple[Any, list[str]]:
-    """{command, args, env, cwd, timeout (ms)} or {httpUrl, headers}; `url` is SSE there, and tool filters stay."""
-    if "url" in entry:
-        return entry, ["its url is an SSE endpoint in Gemini CLI, which the gateway does not speak"]
-    if filters := [k for k in ("includeTools", "excludeTools") if k in entry]:
-        return entry, [f"{' and '.join(filters)} has no equivalent in gateway.json"]
-    moved = {k: v for k, v in entry.items() if k not in ("httpUrl", "timeout", "trust", "description")}
-    if "httpUrl" in entry:
-        moved = {"type": "http", "url": entry["httpUrl"], **moved}
-    if isinstance(env := entry.get("env"), dict):  # Gemini CLI expands $VAR there too; the gateway only ${VAR}
-        moved["env"] = {k: _GEMINI_BARE.sub(r"${\1}", v) if isinstance(v, str) else v for k, v in env.items()}
-    if isinstance(timeout := entry.get("timeout"), int):
-        moved["timeout"] = f"{timeout}ms"
-    return moved, []
-
-
-def _from_codex(entry: dict[str, Any]) -> tuple[Any, list[str]]:
-    """{command, args, env, env_vars, cwd, tool_timeout_sec} or {url, bearer_token_env_var, http_headers,
-    env_http_headers}; disabled servers, tool filters and OAuth settings stay."""
-    if entry.get("enabled") is False:
-        return entry, ["it is disabled in Codex; enable it there first if the agent should reach it"]
-    if kept := [k for k in CODEX_KEPT if k in entry]:
-        return entry, [f"{', '.join(kept)} has no equivalent in gateway.json"]
-    names = entry.get("env_vars", [])
-    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-        return entry, ["its env_vars is not a list of variable names"]
-    dropped = {"enabled", "required", "startup_timeout_sec", "startup_timeout_ms", "env_vars", "tool_timeout_sec"}
-    moved = {k: v for k, v in entry.items() if k not in dropped | CODEX_HEADERS}
-    if names:  # the gateway passes a server only the variables its entry names: these, from its own environment
-        moved["env"] = {**{n: f"${{{n}}}" for n in names}, **entry.get("env", {})}
-    if isinstance(seconds := entry.get("tool_timeout_sec"), int | float) and seconds > 0:
-        moved["timeout"] = f"{int(seconds)}s" if float(seconds).is_integer() else f"{round(seconds * 1000)}ms"
-    if "url" in entry:
-        headers = dict(entry.get("http_headers") or {})
-        headers |= {k: f"${{{v}}}" for k, v in (entry.get("env_http_headers") or {}).items()}
-        if token := entry.get("bearer_token_env_var"):
-            headers["Authorization"] = f"Bearer ${{{token}}}"
-        moved = {"type": "http", **moved, **({"headers": headers} if headers else {})}
-    return moved, []  # anything else stays in, for gateway.json's check to name
-
-
-def _plan_gateway(path: Path, moved: dict[str, Any], force: bool, notes: list[str]) -> Planned:
-    from ..gateway import edits as gateway_edits
-
-    old = _read_text(path)
-    try:
-        data, indent = gateway_edits.read(path)
-    except gateway_edits.GatewayFileError as exc:
-        raise ConfigError(str(exc)) from None
-    table = data.setdefault("mcpServers", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: mcpServers must be a JSON object; fix it by hand, nothing was changed")
-    for server, entry in moved.items():
-        if table.get(server) not in (None, entry) and not force:
-            raise ConfigError(
-                f"{path} already has a server {server!r} that differs from the one to move; rename one of them, or "
-                "pass --force to replace gateway.json's. Nothing was changed."
-            )
-        table[server] = entry
-    return Planned(path, old, gateway_edits.render(data, indent), notes)
 
 
 # --sandbox: the client's own sandbox, as verified (clients/sandbox.py says what and why).
@@ -575,7 +326,7 @@ def _sandboxed(root: Path, client: str, plans: list[Planned], force: bool, state
         for source, key, value, risk in sandboxes.overriding(client, root, where)
     ]
     return [
-        _merged(p, lambda d: _put_sandbox(d, spec, force, path), notes=later) if p.path == path else p for p in plans
+        merged(p, lambda d: _put_sandbox(d, spec, force, path), notes=later) if p.path == path else p for p in plans
     ]
 
 
@@ -600,7 +351,7 @@ def _codex_sandbox(plan: Planned, force: bool) -> Planned:
     """`sandbox_mode` at the top of config.toml, every other byte kept: a top-level key cannot be appended after a
     table (it would belong to that table), so it goes first. One the person set otherwise stays, as for a server."""
     line = f'sandbox_mode = "{sandboxes.CODEX_MODE}"\n'
-    data = _toml(plan.path, plan.new)
+    data = read_toml(plan.path, plan.new)
     current = data.get("sandbox_mode")
     if current == sandboxes.CODEX_MODE:
         return plan
@@ -614,16 +365,9 @@ def _codex_sandbox(plan: Planned, force: bool) -> Planned:
         fix = f"the verified value is {json.dumps(sandboxes.CODEX_MODE)} (change that line by hand)"
         return Planned(plan.path, plan.old, plan.new, [*plan.notes, f"{kept}; {fix}"])
     new = line + ("\n" + plan.new if plan.new.strip() else "")
-    if _toml(plan.path, new) != {**data, "sandbox_mode": sandboxes.CODEX_MODE}:
+    if read_toml(plan.path, new) != {**data, "sandbox_mode": sandboxes.CODEX_MODE}:
         raise ConfigError(f"{plan.path}: adding sandbox_mode at the top would change its meaning; add by hand:\n{line}")
     return Planned(plan.path, plan.old, new, plan.notes)
-
-
-def _toml(path: Path, text: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}; fix the syntax there, nothing was changed") from None
 
 
 def _sandbox_note(client: str) -> str:
@@ -743,79 +487,4 @@ def is_our_hook(handler: Any, event: str, client: str = "claude") -> bool:
 
 
 def _plan_entry(path: Path, keys: list[str], name: str, entry: dict, force: bool) -> Planned:
-    return _plan_json(path, lambda data: _put_entry(data, keys, name, entry, force, path))
-
-
-def _plan_json(path: Path, merge: Callable[[dict], list[str]], new_file: dict | None = None) -> Planned:
-    """The file after `merge`; unchanged when merge changed nothing, refused when a rewrite would lose comments."""
-    old = _read_text(path)
-    return _merged(Planned(path, old, old), merge, new_file)
-
-
-def _merged(
-    plan: Planned, merge: Callable[[dict], list[str]], new_file: dict | None = None, notes: list[str] | None = None
-) -> Planned:
-    """`plan` with `merge` applied to the text it would write (a second merge into a file already planned)."""
-    path, old = plan.path, plan.old
-    data, strict = _load_json(path, plan.new) if plan.new.strip() else (copy.deepcopy(new_file or {}), True)
-    before = copy.deepcopy(data)
-    notes = [*plan.notes, *merge(data), *(notes or [])]
-    if data == before:
-        return Planned(path, old, plan.new, notes)
-    if not strict:
-        raise ConfigError(
-            f"{path} has comments or trailing commas, which a rewrite would lose, so init changed nothing; "
-            f"merge this into it by hand:\n{json.dumps(_added(before, data), indent=2)}"
-        )
-    indent = indentation(old) if old else 2
-    return Planned(path, old, json.dumps(data, indent=indent, ensure_ascii=False) + "\n", notes)
-
-
-def _load_json(path: Path, text: str) -> tuple[dict, bool]:
-    """The file's object, and whether it is plain JSON (False: JSONC, readable once comments are dropped)."""
-    data, problems = parse_json(text, path)
-    strict = not problems
-    if problems:
-        data, others = parse_json(jsonc.strip(text), path)
-        if others:
-            raise ConfigError(f"{problems[0]}; nothing was changed")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a JSON object; fix it by hand, nothing was changed")
-    return data, strict
-
-
-def _added(before: Any, after: dict) -> dict:
-    """The part of `after` that `before` lacks or has otherwise: what to merge by hand."""
-    old = before if isinstance(before, dict) else {}
-    return {
-        k: _added(old[k], v) if isinstance(v, dict) and isinstance(old.get(k), dict) else v
-        for k, v in after.items()
-        if old.get(k) != v
-    }
-
-
-# Reading, showing and writing.
-
-
-def _read_text(path: Path) -> str:
-    """The file's text with its line endings as they are; "" when it does not exist."""
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"Cannot read {path}: {exc}; nothing was changed") from None
-
-
-def _apply(plan: Planned, dry_run: bool) -> None:
-    if plan.new == plan.old:
-        print(f"unchanged {plan.path}")
-    elif dry_run:
-        old, new = plan.old.splitlines(), plan.new.splitlines()
-        print("\n".join(difflib.unified_diff(old, new, str(plan.path), str(plan.path), lineterm="")))
-    else:
-        write_atomically(plan.path, plan.new)
-        print(f"wrote {plan.path}")
-    for note in plan.notes:
-        print(note)
+    return plan_json(path, lambda data: _put_entry(data, keys, name, entry, force, path))

@@ -15,8 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .configs import CLAUDE_HOOKS, CLIENT_HOOKS, GATEWAY_CLIENTS, PLUGIN_TOKEN, desktop_config_path, is_our_hook
+from .configs import CLAUDE_HOOKS, CLIENT_HOOKS, PLUGIN_TOKEN, desktop_config_path, is_our_hook
 from .jsonc import read_object
+from .moves import GATEWAY_CLIENTS
 
 # The files whose presence says a project is set up for a client (Claude Desktop's config is the user's).
 CLIENT_FILES = {
