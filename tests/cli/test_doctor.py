@@ -150,7 +150,20 @@ def test_claude_code_without_its_sandbox_fails_and_says_init_sandbox(root: Path,
     failing = "\n".join(lines(result, "fail"))
     assert "Claude Code: sandbox.enabled is false (Claude Code's default), so Bash runs unsandboxed" in failing
     assert "sandbox.allowUnsandboxedCommands is true (Claude Code's default)" in failing
-    assert fix_under(result, "fail  Claude Code: sandbox.enabled") == "abilities-mcp init claude --sandbox --force"
+    assert fix_under(result, "fail  Claude Code: sandbox.enabled") == "abilities-mcp init claude --sandbox"
+
+
+def test_a_sandbox_value_the_project_sets_otherwise_names_the_key_to_set(root: Path, tools: Path) -> None:
+    init(root, "claude", tools)
+    settings = root / ".claude" / "settings.json"
+    write_json(settings, {**read_json(settings), "sandbox": {**read_json(settings)["sandbox"], "enabled": False}})
+
+    result = run_doctor(root, tools)
+
+    line = "fail  Claude Code: sandbox.enabled is false (.claude/settings.json), so Bash runs unsandboxed"
+    assert any(x.startswith(line) for x in lines(result, "fail")), result.stdout
+    fix = "set sandbox.enabled to true in .claude/settings.json (or abilities-mcp init claude --sandbox --force)"
+    assert fix_under(result, line) == fix
 
 
 def test_allow_unsandboxed_commands_in_the_local_settings_fails_and_names_that_file(root: Path, tools: Path) -> None:

@@ -205,8 +205,7 @@ def _json_sandbox(setup: Setup, client: str) -> list[Finding]:
             continue
         severity = FAIL if key in ("enabled", "allowUnsandboxedCommands", "toolSandboxing") else WARN
         origin = setup.shown(source) if source else f"{label}'s default"
-        project_file = source is None or source == setup.project.root / spec.path
-        fix = f"abilities-mcp init {client} --sandbox --force" if project_file else f"remove it from {origin}"
+        fix = _sandbox_fix(setup, client, key, source)
         text = f"{spec.table}.{key} is {json.dumps(value)} ({origin}), so {setting.risk}"
         findings.append(Finding(severity, label, text, fix))
     if lacking := sandboxes.missing(client, setup.which, setup.platform):
@@ -215,6 +214,19 @@ def _json_sandbox(setup: Setup, client: str) -> list[Finding]:
         findings.append(Finding(FAIL, label, text, f"install {packages} (apt-get install {packages})"))
     where = setup.shown(setup.project.root / spec.path)
     return findings or [Finding(OK, label, f"sandbox on, as verified ({', '.join(spec.settings)} in {where})")]
+
+
+def _sandbox_fix(setup: Setup, client: str, key: str, source: Path | None) -> str:
+    """init writes a key no file sets; one the project's file sets otherwise it replaces only with --force (which
+    also replaces the person's own server entry and hooks, so setting the one key is named first); another file's
+    setting (settings.local.json, the user's) is removed there."""
+    spec = sandboxes.JSON_SANDBOXES[client]
+    if source is None:
+        return f"abilities-mcp init {client} --sandbox"
+    if source == setup.project.root / spec.path:
+        value, init = json.dumps(spec.settings[key].value), f"abilities-mcp init {client} --sandbox --force"
+        return f"set {spec.table}.{key} to {value} in {setup.shown(source)} (or {init})"
+    return f"remove it from {setup.shown(source)}"
 
 
 def _codex_sandbox(setup: Setup, client: str) -> list[Finding]:
@@ -300,7 +312,9 @@ def _version_finding(setup: Setup, client: str) -> Finding:
             SKIP, pin.label, f"`{pin.binary}` is not on PATH; version not checked (CI verifies {pin.version})"
         )
     try:
-        done = setup.run([program, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_SECONDS)
+        done = setup.run(
+            [program, "--version"], capture_output=True, text=True, errors="replace", timeout=VERSION_TIMEOUT_SECONDS
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Finding(WARN, pin.label, f"`{pin.binary} --version` failed ({exc})", pin.install)
     version = _VERSION.search(done.stdout or "")
