@@ -671,7 +671,8 @@ def test_an_exposed_tool_passes_the_hook_and_the_gateway_inspects_the_tables_its
 # `allowUnsandboxedCommands: false` matters: at its default (true) a Bash call with `dangerouslyDisableSandbox: true`
 # runs outside the sandbox without asking in bypass-permissions mode, and the hidden forge below then wrote the state
 # file (seen with a real run of this scenario, Claude Code 2.1.330). `failIfUnavailable` makes a sandbox that cannot
-# start fail the run instead of running the commands unsandboxed (and this test with them).
+# start fail the run instead of running the commands unsandboxed (and this test with them). `init claude --sandbox`
+# writes exactly this (clients/sandbox.py).
 SANDBOX = {
     "enabled": True,
     "autoAllowBashIfSandboxed": True,
@@ -759,8 +760,8 @@ def sandboxed(tmp_path_factory: pytest.TempPathFactory):
     sandbox_or_skip()
     base = tmp_path_factory.mktemp("claude-sandbox")
     root = scratch_project(base, {"gated": GATED})
-    settings_file = root / ".claude" / "settings.json"
-    settings_file.write_text(json.dumps({**json.loads(settings_file.read_text()), "sandbox": SANDBOX}, indent=2))
+    init_claude(root, "--sandbox")  # the sandbox as a person turns it on
+    assert json.loads((root / ".claude" / "settings.json").read_text())["sandbox"] == SANDBOX
     (base / "home").mkdir()
     # A person runs the ability in their own terminal; it waits there for their answer.
     terminal = Terminal([str(ABILITIES_MCP), "--root", str(root), "run", "gated"], root, env=client_env(base))
