@@ -288,3 +288,16 @@ def write_skill(
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_bytes(data) if isinstance(data, bytes) else (folder / rel).write_text(data)
     return folder
+
+
+# --- trust --------------------------------------------------------------------------------------------------------
+
+
+def trust_project(project: Project) -> list[str]:
+    """Record every gate-defining file as trusted as it is now, as a person's `abilities-mcp trust` would (the test's
+    author is the person); returns the files trusted."""
+    from abilities_mcp.cli.trust import changes, trust_all
+
+    found = changes(project)
+    trust_all(project, found, "test", "the test's author")
+    return [c.key for c in found]

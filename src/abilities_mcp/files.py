@@ -21,7 +21,11 @@ class Unreadable(Exception):
 
 def read_text(path: str | os.PathLike[str], max_bytes: int) -> str:
     """A regular file's UTF-8 text, at most `max_bytes`; FileNotFoundError when it is missing, else Unreadable."""
-    raw = read_bytes(path, max_bytes + 1)
+    return decode_text(read_bytes(path, max_bytes + 1), max_bytes)
+
+
+def decode_text(raw: bytes, max_bytes: int) -> str:
+    """A file's bytes as UTF-8 text, refusing more than `max_bytes` (read one byte more to know) with Unreadable."""
     if len(raw) > max_bytes:
         raise Unreadable(f"is larger than {max_bytes} bytes; split it or keep it smaller")
     try:

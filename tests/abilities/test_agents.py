@@ -13,6 +13,7 @@ from abilities_mcp.abilities.agents import AGENT_FOLDERS, agent_files, agent_may
 from abilities_mcp.abilities.catalog import Catalog
 from abilities_mcp.errors import NextCall, Refused, UnknownName
 from abilities_mcp.state.project import Project
+from support import trust_project
 
 STEPS = "steps:\n  - {id: s, type: script, run: 'true'}\n"
 
@@ -28,13 +29,16 @@ def ability(write) -> Callable[..., Path]:
 
 
 @pytest.fixture
-def agent_file(root: Path) -> Callable[..., Path]:
-    """agent_file("deployer.md", frontmatter) writes an agent definition (default folder: .claude/agents)."""
+def agent_file(root: Path, project: Project) -> Callable[..., Path]:
+    """agent_file("deployer.md", frontmatter) writes an agent definition (default folder: .claude/agents), trusted
+    as a person would after reading it (`trusted=False`: as an agent wrote it)."""
 
-    def _agent_file(filename: str, frontmatter: str, folder: str = ".claude/agents") -> Path:
+    def _agent_file(filename: str, frontmatter: str, folder: str = ".claude/agents", trusted: bool = True) -> Path:
         path = root / folder / filename
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"---\n{textwrap.dedent(frontmatter).strip()}\n---\n\nYou are an agent.\n")
+        if trusted:
+            trust_project(project)
         return path
 
     return _agent_file
@@ -182,11 +186,18 @@ def test_agent_files_are_reread_only_when_they_change(
     agent_file("other.md", "abilities: [elsewhere]")
     reads: list[Path] = []
     real_read = agents.read_agent_file
-    monkeypatch.setattr(agents, "read_agent_file", lambda p: reads.append(p) or real_read(p))
+    def counted(p: Path, raw: bytes | None = None):
+        if raw is None:  # the file itself, not the version a person trusted
+            reads.append(p)
+        return real_read(p, raw)
+
+    monkeypatch.setattr(agents, "read_agent_file", counted)
     for _ in range(3):
         assert may(catalog, "restricted", "claimer")
     assert len(reads) == 2  # once each, on first look
     path.write_text("---\nabilities: []\n---\n")
+    trust_project(catalog.project)  # (reads the files for its own catalog: not this catalog's reads)
+    del reads[2:]
     assert not may(catalog, "restricted", "claimer")
     assert reads[2:] == [path], "only the changed file is read again"
     path.unlink()
@@ -197,6 +208,7 @@ def test_each_catalog_keeps_its_own_agent_files(tmp_path: Path) -> None:
     first, second = (Catalog(Project(root=tmp_path / n, state_dir=tmp_path / n / ".s")) for n in ("a", "b"))
     (tmp_path / "a/.claude/agents").mkdir(parents=True)
     (tmp_path / "a/.claude/agents/x.md").write_text("---\nabilities: [one]\n---\n")
+    trust_project(first.project)
     assert agent_files(first).claims == {"one": {"x"}}
     assert agent_files(second).claims == {}
 
@@ -296,3 +308,23 @@ async def test_ability_run_refuses_an_agent_that_may_not_run_it_and_starts_for_o
     assert history == []  # nothing started
     ran = await client.call_tool("ability_run", {"name": "deploy/production", "agent": "deployer"})
     assert not ran.is_error and ran.structured_content["status"] == "completed"
+
+
+# --- claims under trust (docs/trust.md) ---------------------------------------------------------------------------
+
+
+def test_claims_nobody_trusted_bind_nothing(ability, agent_file, catalog) -> None:
+    ability("deploy/production", "compatible_agents: [release-manager]\n")
+    agent_file("deployer.md", "abilities: [deploy/production]", trusted=False)  # the agent wrote it
+    assert not may(catalog, "deploy/production", "deployer")
+    assert "`abilities-mcp trust`" in next(iter(agent_files(catalog).pending.values()))
+
+
+def test_a_claim_added_to_a_trusted_agent_file_waits_for_trust(ability, agent_file, catalog, project) -> None:
+    ability("deploy/production", "compatible_agents: [release-manager]\n")
+    ability("docs")
+    agent_file("deployer.md", "abilities: [docs]")
+    agent_file("deployer.md", "abilities: [docs, deploy/production]", trusted=False)
+    assert not may(catalog, "deploy/production", "deployer") and may(catalog, "docs", "deployer")
+    trust_project(project)
+    assert may(catalog, "deploy/production", "deployer")

@@ -10,16 +10,18 @@ itself to others.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from ..errors import NextCall, Refused
 from ..files import Unreadable, open_text, yaml_problem
+from ..state.trust import TrustStore, waiting_note
 from .catalog import Catalog
 
 log = logging.getLogger(__name__)
@@ -44,19 +46,26 @@ class AgentFile:
 
 
 class AgentFiles:
-    """A project's agent files, re-read only when one is added, removed or changed."""
+    """A project's agent files, re-read only when one is added, removed or changed (or trust is given)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, trust: TrustStore):
         self.root = root
+        self.trust = trust
         self.claims: dict[str, set[str]] = {}  # ability → agents whose file claims it
+        self.pending: dict[Path, str] = {}  # agent files whose claims wait for a person's trust, and why
         self._parsed: dict[Path, tuple[Stamp, AgentFile | None]] = {}
-        self._fingerprint: tuple[tuple[Path, Stamp], ...] | None = None
+        self._fingerprint: tuple | None = None
 
     def refresh(self) -> AgentFiles:
-        found = tuple(discover_agent_files(self.root))
+        found = (*discover_agent_files(self.root), self.trust.stamp())
         if found == self._fingerprint:
             return self
-        self._parsed = {path: self._reuse_or_read(path, stamp) for path, stamp in found}
+        self._parsed = {path: self._reuse_or_read(path, stamp) for path, stamp in found[:-1]}
+        self.pending = {}
+        for path, (_, agent) in self._parsed.items():
+            if agent is not None and (note := self._waiting(agent)) is not None:
+                self._parsed[path] = (self._parsed[path][0], note[0])
+                self.pending[path] = note[1]
         self.claims = {}
         for _, agent in self._parsed.values():
             for ability in agent.abilities if agent else ():
@@ -68,6 +77,17 @@ class AgentFiles:
         cached = self._parsed.get(path)
         return cached if cached and cached[0] == stamp else (stamp, read_agent_file(path))
 
+    def _waiting(self, agent: AgentFile) -> tuple[AgentFile, str] | None:
+        """Claims a person has not trusted bind nothing: the agent keeps the claims of the version they trusted
+        (none for a file nobody trusted), since a claim lets an agent past an ability's compatible_agents."""
+        raw = self.trust.trusted(agent.path)
+        trusted = read_agent_file(agent.path, raw) if raw is not None else None
+        claims = trusted.abilities if trusted is not None else ()
+        if agent.abilities == claims:
+            return None
+        what = f"its `abilities:` claims {list(claims)} → {list(agent.abilities)}"
+        return replace(agent, abilities=claims), waiting_note(self.trust.key(agent.path), [what])
+
 
 # One index per catalog, living as long as it does: each server (and each test) keeps its own.
 _indexes: weakref.WeakKeyDictionary[Catalog, AgentFiles] = weakref.WeakKeyDictionary()
@@ -77,7 +97,7 @@ def agent_files(catalog: Catalog) -> AgentFiles:
     """The catalog's project's agent files, as they are on disk now."""
     index = _indexes.get(catalog)
     if index is None:
-        index = _indexes[catalog] = AgentFiles(catalog.project.root)
+        index = _indexes[catalog] = AgentFiles(catalog.project.root, catalog.trust)
     return index.refresh()
 
 
@@ -144,12 +164,13 @@ def discover_agent_files(root: Path) -> Iterator[tuple[Path, Stamp]]:
                 yield Path(entry.path), (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
 
-def read_agent_file(path: Path) -> AgentFile | None:
-    """The agent a file defines; None when its frontmatter cannot be read (logged, never raised)."""
+def read_agent_file(path: Path, raw: bytes | None = None) -> AgentFile | None:
+    """The agent a file defines (from `raw`, when given: a trusted version); None when its frontmatter cannot be
+    read (logged, never raised)."""
     import yaml  # imported on first use, as the loader does, so the server starts fast
 
     try:
-        with open_text(path) as f:
+        with open_text(path) if raw is None else io.StringIO(raw.decode("utf-8")) as f:
             header = _frontmatter(f)
         problem = yaml_problem(header) if header is not None else None
         if problem:

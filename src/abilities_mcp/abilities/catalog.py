@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import Diagnostic, UnknownName, did_you_mean
-from ..prerequisites.workflows import Workflows, read_workflows
+from ..prerequisites.in_force import Workflows
+from ..prerequisites.workflows import read_workflows
 from ..skills.skillset import BUILTIN_SKILLS, SkillSet
 from ..state.project import Project, discover_ability_files, stamp
 from ..state.settings import FILE_NAME as SETTINGS_FILE
 from ..state.settings import read as read_settings
-from .loader import Definition, load_definition
+from .in_force import load_in_force
+from .loader import Definition
 from .models import SkillStep, WorkflowStep
 
 # A workflow step may start a child run this many levels deep at most.
@@ -44,6 +46,7 @@ class Catalog:
         self.winners: dict[str, Definition] = {}
         self.skillset = SkillSet(project)
         self.workflows = Workflows(project)
+        self.trust = self.workflows.trust  # one view of the trust records for every file the catalog reads
         self.problems: dict[Path, list[Diagnostic]] = {}
         self._lock = threading.RLock()
 
@@ -56,7 +59,7 @@ class Catalog:
     def _refresh(self) -> Catalog:
         found = list(discover_ability_files(self.project))
         skills = self.skillset.refresh()
-        fingerprint = (tuple((p, stamp(p)) for p, _, _ in found), tuple(sorted(skills.skills)))
+        fingerprint = (tuple((p, stamp(p)) for p, _, _ in found), tuple(sorted(skills.skills)), self.trust.stamp())
         if fingerprint == self._fingerprint:
             return self
         self.definitions = [self._load(path, name, scope) for path, name, scope in found]
@@ -65,11 +68,11 @@ class Catalog:
         return self
 
     def _load(self, path: Path, name: str, scope: str) -> Definition:
-        current = stamp(path)
+        current = (*stamp(path), *self.trust.stamp())
         cached = self._cache.get(path)
         if cached and cached[0] == current:
             return cached[1]
-        definition = load_definition(path, name, scope)
+        definition = load_in_force(path, name, scope, self.trust)
         self._cache[path] = (current, definition)
         return definition
 
@@ -104,7 +107,8 @@ class Catalog:
         for path in self.workflows.files:
             if path.exists():
                 kind = "workflows" if path == self.project.workflows_file else "tool cache"
-                out.append(FileDiagnostics("workflows", path.name, path, workflow_file_problems(path, kind)))
+                problems, warnings = workflow_file_problems(path, kind), workflow_file_warnings(path, kind)
+                out.append(FileDiagnostics("workflows", path.name, path, problems, warnings))
         settings = read_settings(self.project.root / SETTINGS_FILE)
         if settings.path.exists():
             problems = [Diagnostic(str(settings.path), field, message) for field, message in settings.problems]
@@ -211,3 +215,10 @@ def workflow_file_problems(path: Path, kind: str) -> list[Diagnostic]:
     if kind == "workflows":
         return check_file(path)
     return read_workflows(None, path).problems
+
+
+def workflow_file_warnings(path: Path, kind: str) -> list[Diagnostic]:
+    """What validate says of a workflows.json that works (prerequisites/spec.py `check_warnings`)."""
+    from ..prerequisites.spec import check_warnings
+
+    return check_warnings(path) if kind == "workflows" else []

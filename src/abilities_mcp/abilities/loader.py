@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import Diagnostic, did_you_mean
 from ..explain import Format, explain, short
-from ..files import Unreadable, read_text, yaml_problem
+from ..files import Unreadable, decode_text, read_bytes, read_text, yaml_problem
 from .checks import check_ability, warn_ability
 from .models import ABILITY_NAME, Ability, AgentStep, ApprovalStep, ScriptStep, SkillStep, WorkflowStep
 
@@ -61,16 +61,22 @@ class Definition:
     ability: Ability | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)  # loads, but deserves a look (checks.warn_ability)
+    # Whether a person trusted this file as it is (catalog.py): trusted | tightened (edited, no gate lowered) |
+    # new (nobody trusted it: the strictest reading runs) | waiting (an edit would lower a gate: the trusted
+    # version runs until a person's `abilities-mcp trust`).
+    trust: str = "trusted"
+    trust_note: str | None = None  # what a run of it and its listing say, for new and waiting
 
     @property
     def valid(self) -> bool:
         return self.ability is not None and not self.diagnostics
 
 
-def load_definition(path: Path, derived_name: str, scope: str) -> Definition:
-    """Load one file; every problem becomes a Diagnostic naming the file and field. Never raises."""
+def load_definition(path: Path, derived_name: str, scope: str, raw: bytes | None = None) -> Definition:
+    """Load one file (from `raw`, its bytes already read, when given); every problem becomes a Diagnostic naming
+    the file and field. Never raises."""
     try:
-        return _load(path, derived_name, scope)
+        return _load(path, derived_name, scope, raw)
     except RecursionError:
         why = "the file nests too deeply to read; flatten it"
     except Exception as exc:  # a bug in a check must not hide every other ability
@@ -79,9 +85,18 @@ def load_definition(path: Path, derived_name: str, scope: str) -> Definition:
     return Definition(derived_name, path, scope, None, [Diagnostic(str(path), "", why)])
 
 
-def _load(path: Path, derived_name: str, scope: str) -> Definition:
+def read_raw(path: Path) -> bytes | None:
+    """A file's bytes, bounded (one byte past the limit, so the loader can say it is too big); None when it cannot
+    be read (the loader then says why)."""
+    try:
+        return read_bytes(path, MAX_FILE_BYTES + 1)
+    except (Unreadable, OSError):
+        return None
+
+
+def _load(path: Path, derived_name: str, scope: str, raw: bytes | None) -> Definition:
     shown = str(path)
-    data, problems = _read_yaml(path)
+    data, problems = _read_yaml(path, raw)
     name = derived_name
     if isinstance(data, dict) and isinstance(data.get("name"), str):
         name = data["name"]
@@ -105,9 +120,9 @@ def _load(path: Path, derived_name: str, scope: str) -> Definition:
     return Definition(name, path, scope, ability, [Diagnostic(shown, p, m) for p, m in problems], warnings)
 
 
-def _read_yaml(path: Path) -> tuple[Any, list[tuple[str, str]]]:
+def _read_yaml(path: Path, raw: bytes | None) -> tuple[Any, list[tuple[str, str]]]:
     try:
-        text = read_text(path, MAX_FILE_BYTES)
+        text = read_text(path, MAX_FILE_BYTES) if raw is None else decode_text(raw, MAX_FILE_BYTES)
     except (Unreadable, OSError) as exc:
         return None, [("", f"the file {exc}" if isinstance(exc, Unreadable) else f"cannot read the file: {exc}")]
     import yaml

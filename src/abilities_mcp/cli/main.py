@@ -303,7 +303,8 @@ def settle_defaults(args: argparse.Namespace, project: Project) -> str | None:
     ]
     for attribute, dotted, env, parse, default in wanted:
         try:
-            setattr(args, attribute, chosen(root, dotted, getattr(args, attribute), env, parse, default))
+            value = chosen(root, dotted, getattr(args, attribute), env, parse, default, project.state_dir)
+            setattr(args, attribute, value)
         except ValueError as exc:
             return f"${env}: {exc}"
     return None
@@ -362,6 +363,15 @@ def _isolated() -> None:
     as able as one that writes the state file (the threat model's "unrestricted shell" row)."""
     if not sys.flags.isolated:
         os.execv(sys.executable, [sys.executable, "-I", "-m", "abilities_mcp", *sys.argv[1:]])
+
+
+def trust(project: Project, args: argparse.Namespace) -> int:
+    """A person reviews what changed in the files that decide gates, and trusts them (cli/trust.py)."""
+    from .trust import command
+
+    if not args.list:
+        _isolated()  # the person check decides: no shim may run before it
+    return command(project, args)
 
 
 def skills(project: Project, args: argparse.Namespace) -> int:
@@ -476,7 +486,7 @@ def workflows(project: Project, args: argparse.Namespace) -> int:
 
 
 def _list_workflows(project: Project, as_json: bool) -> int:
-    from ..prerequisites.workflows import Workflows
+    from ..prerequisites.in_force import Workflows
     from ..server.views import workflow_list_view
 
     view = workflow_list_view(Workflows(project).current())
@@ -515,7 +525,7 @@ def init(project: Project, args: argparse.Namespace) -> int:
     """Write or merge a client's config: the server entry, and the hooks where the client has them."""
     from ..clients.configs import init as write_config
 
-    return write_config(
+    code = write_config(
         project.root,
         args.client,
         dry_run=args.dry_run,
@@ -526,6 +536,24 @@ def init(project: Project, args: argparse.Namespace) -> int:
         sandbox=args.sandbox,
         state_dir=project.state_dir,
     )
+    if code == 0 and not args.dry_run:
+        _trust_after_init(project)
+    return code
+
+
+def _trust_after_init(project: Project) -> None:
+    """`init` counts as trust when a person types it: the same isolated person check as `trust`, in a process of
+    its own (this one keeps its own argv, which `init` reads to name the command it writes)."""
+    import subprocess
+
+    where = ["--root", str(project.root), "--state-dir", str(project.state_dir)]
+    done = subprocess.run([sys.executable, "-I", "-m", "abilities_mcp", *where, "trust", "--yes", "--how", "init"])
+    if done.returncode == 2:
+        print(
+            "The project's abilities, workflows and gateway were not trusted (see above): a person runs "
+            "`abilities-mcp trust` in their own terminal to review and trust them.",
+            file=sys.stderr,
+        )
 
 
 def doctor(project: Project, args: argparse.Namespace) -> int:
@@ -560,6 +588,7 @@ COMMANDS = {
     "history": history,
     "approve": approve,
     "decide": decide,
+    "trust": trust,
     "schema": schema,
     "skills": skills,
     "events": events,

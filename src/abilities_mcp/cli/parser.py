@@ -81,6 +81,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("decision", choices=["retry", "continue", "stop"])
     p.add_argument("--step", help="the failed step (default: whichever the run asks about)")
     p.add_argument("--note", help="why, for the record")
+    p = sub.add_parser(
+        "trust",
+        parents=[common],
+        help="review what changed in the files that decide gates, and trust them (a person, at a terminal only)",
+        description="Shows, as diffs, every ability, agent file, workflows.json, tool cache, gateway.json and "
+        "abilities-mcp.json that differs from what a person last trusted, and which edits wait for trust because "
+        "they would lower a gate; then asks, and records the files as shown. Exit 0 trusted (or nothing waits), "
+        "1 not trusted, 2 refused (not a person at a terminal).",
+    )
+    p.add_argument("paths", nargs="*", metavar="FILE", help="only these files (default: every one that differs)")
+    p.add_argument("--list", action="store_true", help="show what differs and trust nothing (no terminal needed)")
+    p.add_argument("--yes", action="store_true", help="trust without asking again (the person check still applies)")
+    p.add_argument("--how", default="trust", help=argparse.SUPPRESS)  # `init` records its trust as "init"
     p = sub.add_parser("skills", parents=[common], help="list, route to, or read the project's skills")
     # One parser per action, each with its own positionals, so options may sit anywhere (`route --json TEXT`).
     actions = p.add_subparsers(dest="action", required=True, metavar="{list,route,read,plan,sync}")

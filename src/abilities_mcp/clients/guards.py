@@ -35,9 +35,13 @@ CLIENT_FILES = (
     ".codex/config.toml",
     ".codex/hooks.json",
     ".gemini/settings.json",
+    ".claude.json",  # Claude Code's user and local MCP servers (`claude mcp add` writes it): ~/.claude.json
 )
-# `abilities-mcp approve|decide` however it is started (the script, `python -m abilities_mcp`, a path to either).
-_ANSWER_COMMAND = re.compile(r"abilities[-_]mcp\b[^;&|\n]*?\b(approve|decide)\b")
+# A person's word, however it is started (the script, `python -m abilities_mcp`, a path to either): an answer
+# (approve, decide), trust in the files that decide gates (trust), or the client configs and hooks (init).
+_ANSWER_COMMAND = re.compile(r"abilities[-_]mcp\b[^;&|\n]*?\b(approve|decide|trust|init)\b")
+# The clients' own commands that add, change or remove MCP servers in their configs (a server entry is a gate's).
+_CLIENT_CONFIG_COMMAND = re.compile(r"\b(claude|codex|gemini|opencode)\s+mcp\s+(add|add-json|remove|rm|reset)")
 # Tool argument keys that name the file a write tool changes (Claude Code, OpenCode).
 PATH_KEYS = ("file_path", "filePath", "notebook_path", "path")
 # Argument keys that hold a shell command.
@@ -66,10 +70,21 @@ def refusal(tool: str, arguments: dict[str, Any], root: Path, state_dir: Path) -
 
 
 def _shell_refusal(tool: str, command: str, root: Path, state_dir: Path) -> str | None:
-    if _ANSWER_COMMAND.search(command):
+    if found := _ANSWER_COMMAND.search(command):
+        if found.group(1) in ("approve", "decide"):
+            return (
+                f"abilities-mcp: {tool} refused: `abilities-mcp approve|decide` is a person's answer, typed in their "
+                "own terminal; an agent's tools never run it. Ask the user to answer, then call ability_status."
+            )
         return (
-            f"abilities-mcp: {tool} refused: `abilities-mcp approve|decide` is a person's answer, typed in their own "
-            "terminal; an agent's tools never run it. Ask the user to answer, then call ability_status."
+            f"abilities-mcp: {tool} refused: `abilities-mcp {found.group(1)}` is a person's word, typed in their own "
+            "terminal: only a person trusts edited gates or sets up the client's hooks and servers, and an agent's "
+            "tools never run it. Ask the user to review the change and run it."
+        )
+    if found := _CLIENT_CONFIG_COMMAND.search(command):
+        return (
+            f"abilities-mcp: {tool} refused: `{found.group(0)}` changes the MCP servers the client starts, which "
+            "decide what gates the agent; only a person changes them. Ask the user to make the change."
         )
     for place in _protected(root, state_dir):
         if any(needle in command for needle in place.needles):

@@ -92,7 +92,7 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
         self.recover()  # a run a dead server left live must not block this session
         self._refuse_second_strict_run(session_id)
         values = resolve_inputs(ability.inputs, inputs)
-        live = self._new_run(name, ability, str(definition.path), values, session_id)
+        live = self._new_run(name, ability, str(definition.path), values, session_id, note=definition.trust_note)
         self._launch(live, resumed=False)
         return live.run_id
 
@@ -104,8 +104,10 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
         values: dict[str, Any],
         session_id: str,
         parent: LiveRun | None = None,
+        note: str | None = None,
     ) -> LiveRun:
-        """Write a new pending run and register it as live (a child run is driven by its parent's task)."""
+        """Write a new pending run and register it as live (a child run is driven by its parent's task); `note`
+        says why the definition it runs is not the file as written (abilities/in_force.py)."""
         run_id = f"run_{time.strftime('%Y%m%d')}_{secrets.token_hex(4)}"
         now = time.time()
         record = RunRecord(
@@ -125,6 +127,7 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
             finished_at=None,
             updated_at=now,
             steps=[StepRecord(sid, i, ability.step(sid).type) for i, sid in enumerate(execution_order(ability))],
+            trust_note=note,
         )
         self.store.create_run(record)
         live = LiveRun(run_id, name, ability, values, {}, session_id=session_id)

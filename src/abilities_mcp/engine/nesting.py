@@ -84,7 +84,15 @@ class ChildRuns:
         assert ability is not None
         inputs = {k: render_value(v, live.resolve) for k, v in step.inputs.items()}
         values = resolve_inputs(ability.inputs, inputs)
-        return self._new_run(definition.name, ability, str(definition.path), values, live.session_id, parent=live)
+        return self._new_run(
+            definition.name,
+            ability,
+            str(definition.path),
+            values,
+            live.session_id,
+            parent=live,
+            note=definition.trust_note,
+        )
 
     def _mirror(self, child: LiveRun) -> None:
         """Show a child's waiting on its parent (and up the chain), so whoever waits on the parent wakes."""

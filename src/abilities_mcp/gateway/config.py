@@ -17,9 +17,10 @@ from ..abilities.catalog import FileDiagnostics
 from ..durations import parse_duration
 from ..errors import Diagnostic
 from ..explain import Format, explain
-from ..files import Unreadable, read_text
+from ..files import Unreadable, decode_text, read_bytes
 from ..prerequisites.workflows import parse_json
 from ..state.project import GATEWAY_FILE, Project, stamp
+from ..state.trust import TrustStore, waiting_note
 
 FILE_NAME = GATEWAY_FILE
 # gateway.json is a short hand-written file; anything bigger is a mistake.
@@ -128,6 +129,7 @@ class GatewayConfig(NamedTuple):
     problems: list[Diagnostic]
     categories: dict[str, CategoryRule] = {}  # the file's own category rules (valid ones only)
     exposed: frozenset[str] = frozenset()  # the upstreams whose tools are listed directly (`expose: all`)
+    pending: tuple[str, ...] = ()  # set when this is the trusted gateway.json an edit waits to replace
 
 
 def json_schema() -> dict[str, Any]:
@@ -139,7 +141,48 @@ def json_schema() -> dict[str, Any]:
 
 def read_gateway(path: Path, root: Path, environ: dict[str, str] | None = None) -> GatewayConfig:
     """gateway.json read and checked; a missing file is no upstreams, a broken server is left out."""
-    data, problems = _read(path)
+    return parse_gateway(path, _read_raw(path), root, environ)
+
+
+def gateway_in_force(path: Path, root: Path, trust: TrustStore) -> GatewayConfig:
+    """gateway.json as the gateway uses it: as written, unless an edit since a person trusted it re-points or moves
+    an upstream (the gates that name it would then guard another server); then the trusted version, with a note."""
+    raw = _read_raw(path)
+    current = parse_gateway(path, raw, root)
+    trusted_raw = trust.trusted(path) if trust.record(path) is not None else None
+    if trusted_raw is None or trusted_raw == raw[0]:
+        return current  # never trusted (a new upstream is new reach, not a lowered gate), or unchanged
+    trusted = parse_gateway(path, (trusted_raw, []), root)
+    reasons = lowerings(trusted, current)
+    return trusted._replace(pending=(waiting_note(trust.key(path), reasons),)) if reasons else current
+
+
+def lowerings(trusted: GatewayConfig, current: GatewayConfig) -> list[str]:
+    """Upstreams an edit re-points (same name, another launch) or moves (same launch, another name)."""
+    found = []
+    for name, then in trusted.upstreams.items():
+        now = current.upstreams.get(name)
+        if now is not None and _launch(now) != _launch(then):
+            found.append(f"upstream {name!r} re-pointed (its command, arguments, environment, folder, url or headers)")
+        elif now is None:
+            moved = [
+                n for n, u in current.upstreams.items() if n not in trusted.upstreams and _launch(u) == _launch(then)
+            ]
+            found += [
+                f"upstream {name!r} moved to {other!r} (gates naming {name!r} no longer reach it)" for other in moved
+            ]
+    return found
+
+
+def _launch(upstream: Upstream) -> tuple:
+    return (upstream.command, upstream.args, upstream.env, upstream.cwd, upstream.url, upstream.headers)
+
+
+def parse_gateway(
+    path: Path, read: tuple[bytes | None, list[Diagnostic]], root: Path, environ: dict[str, str] | None = None
+) -> GatewayConfig:
+    """gateway.json's bytes checked (`read`: the bytes and why they could not be read)."""
+    data, problems = _parsed(path, read)
     if data is None:
         return GatewayConfig({}, problems)
     problems += _file_problems(path, data)
@@ -189,13 +232,26 @@ def check_entry(path: Path, name: str, raw: Any) -> list[Diagnostic]:
 
 
 def _read(path: Path) -> tuple[Any, list[Diagnostic]]:
+    return _parsed(path, _read_raw(path))
+
+
+def _read_raw(path: Path) -> tuple[bytes | None, list[Diagnostic]]:
     try:
-        text = read_text(path, MAX_FILE_BYTES)
+        return read_bytes(path, MAX_FILE_BYTES + 1), []
     except FileNotFoundError:
         return None, []
     except Unreadable as exc:
         return None, [Diagnostic(str(path), "", f"the file {exc}")]
-    return parse_json(text, path)
+
+
+def _parsed(path: Path, read: tuple[bytes | None, list[Diagnostic]]) -> tuple[Any, list[Diagnostic]]:
+    raw, problems = read
+    if raw is None:
+        return None, problems
+    try:
+        return parse_json(decode_text(raw, MAX_FILE_BYTES), path)
+    except Unreadable as exc:
+        return None, [Diagnostic(str(path), "", f"the file {exc}")]
 
 
 def _servers(data: Any) -> dict[str, Any]:
@@ -280,11 +336,12 @@ class Gateway:
     def __init__(self, project: Project):
         self.root = project.root
         self.file = project.root / FILE_NAME
+        self.trust = TrustStore(project.state_dir, project.root)
         self._stamp: tuple | None = None
         self._current = GatewayConfig({}, [])
 
     def current(self) -> GatewayConfig:
-        now = stamp(self.file)
+        now = (*stamp(self.file), *self.trust.stamp())
         if now != self._stamp:
-            self._current, self._stamp = read_gateway(self.file, self.root), now
+            self._current, self._stamp = gateway_in_force(self.file, self.root, self.trust), now
         return self._current

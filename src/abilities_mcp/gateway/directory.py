@@ -128,8 +128,8 @@ def _entries(tools: list[Any], server: str) -> list[Entry]:
 
 
 def broken(config: GatewayConfig) -> list[str]:
-    """gateway.json's broken entries, as a search's warnings name them."""
-    return [f"{d} (this server is left out until gateway.json is fixed)" for d in config.problems]
+    """gateway.json's edit waiting for trust and its broken entries, as a search's warnings name them."""
+    return [*config.pending, *(f"{d} (this server is left out until gateway.json is fixed)" for d in config.problems)]
 
 
 def _read_only(tool: Any) -> bool:

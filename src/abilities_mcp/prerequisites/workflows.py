@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import Diagnostic, did_you_mean
-from ..files import Unreadable, read_text
-from ..state.project import Project, stamp
+from ..files import Unreadable, read_bytes
 
 MODES = ("enforce", "warn", "suggest")
 WORKFLOW_KEYS = {"enabled", "name", "description", "triggers", "prerequisites", "mode", "created_at"}
@@ -158,6 +157,7 @@ class WorkflowSet:
         self.workflows = workflows or {}
         self.problems = problems or []
         self.categories = categories or {}  # tool id -> category names, lowercase
+        self.pending: list[str] = []  # set when these are the trusted workflows an edit waits to replace
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, WorkflowSet):
@@ -171,8 +171,9 @@ class WorkflowSet:
         return [w for w in self.workflows.values() if w.enabled]
 
     def warnings(self) -> list[str]:
-        """What a gate answer must mention: a broken workflow enforces nothing until it is fixed."""
-        return [
+        """What a gate answer must mention: an edit waiting for a person's trust, and a broken workflow (it
+        enforces nothing until it is fixed)."""
+        return self.pending + [
             f"{p} ({'applied' if self._applies(p) else 'not applied'}; see `abilities-mcp validate`)"
             for p in self.problems
         ]
@@ -182,49 +183,71 @@ class WorkflowSet:
         return any(path == name or path.startswith((f"{name}.", f"{name}[")) for name in self.workflows)
 
 
-class Workflows:
-    """The project's workflows, re-read only when workflows.json or the routing cache changes on disk."""
+class Source(NamedTuple):
+    """One file's bytes as read once: what is parsed is what is compared with the version a person trusted."""
 
-    def __init__(self, project: Project):
-        self.files = (project.workflows_file, project.root / TOOL_CACHE)
-        self._stamps: tuple | None = None
-        self._current = WorkflowSet()
+    path: Path
+    raw: bytes | None  # None: there is no such file (or no trusted version of it)
+    problems: list[Diagnostic]  # why it could not be read
 
-    def current(self) -> WorkflowSet:
-        stamps = tuple(stamp(f) for f in self.files)
-        if stamps != self._stamps:
-            self._current, self._stamps = read_workflows(*self.files), stamps
-        return self._current
+
+def read_source(path: Path) -> Source:
+    """A file's bytes, bounded; a missing file has none, an unreadable one a diagnostic (never an exception)."""
+    try:
+        raw = read_bytes(path, MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return Source(path, None, [])
+    except Unreadable as exc:
+        return Source(path, None, [Diagnostic(str(path), "", f"the file {exc}")])
+    if len(raw) > MAX_FILE_BYTES:
+        return Source(path, None, [Diagnostic(str(path), "", f"the file is larger than {MAX_FILE_BYTES} bytes")])
+    return Source(path, raw, [])
 
 
 def read_workflows(workflows_file: Path | None, tool_cache: Path | None = None) -> WorkflowSet:
     """workflows.json, then the `workflows` key of the routing cache (workflows.json wins a name in both)."""
+    return parse_workflows(
+        read_source(workflows_file) if workflows_file is not None else None,
+        read_source(tool_cache) if tool_cache is not None else None,
+    )
+
+
+def parse_workflows(workflows: Source | None, tool_cache: Source | None) -> WorkflowSet:
+    """The workflows of these two files' bytes (either may be absent)."""
     found = WorkflowSet()
-    if workflows_file is not None:
-        data, problems = read_json(workflows_file)
+    if workflows is not None:
+        data, problems = _json_of(workflows)
         found.problems += problems
-        _add_entries(found, data, workflows_file)
+        _add_entries(found, data, workflows.path)
     if tool_cache is not None:
-        cache, problems = read_json(tool_cache)
+        cache, problems = _json_of(tool_cache)
         found.problems += problems
         if cache is not None and not isinstance(cache, dict):
-            found.problems.append(Diagnostic(str(tool_cache), "", "must be a JSON object (the tool-routing cache)"))
+            found.problems.append(
+                Diagnostic(str(tool_cache.path), "", "must be a JSON object (the tool-routing cache)")
+            )
         if isinstance(cache, dict):
             found.categories = tool_categories(cache)
-            _add_entries(found, cache.get("workflows"), tool_cache, key="workflows.")
+            _add_entries(found, cache.get("workflows"), tool_cache.path, key="workflows.")
     found.problems += cycle_problems(found.enabled())
     return found
 
 
 def read_json(path: Path) -> tuple[Any, list[Diagnostic]]:
     """A JSON file's value; a missing file is None, an unreadable one a diagnostic (never an exception)."""
+    return _json_of(read_source(path))
+
+
+def _json_of(source: Source) -> tuple[Any, list[Diagnostic]]:
+    if source.raw is None:
+        return None, source.problems
     try:
-        text = read_text(path, MAX_FILE_BYTES)
-    except FileNotFoundError:
-        return None, []
-    except Unreadable as exc:
-        return None, [Diagnostic(str(path), "", f"the file {exc}")]
-    return parse_json(text, path)
+        text = source.raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [
+            Diagnostic(str(source.path), "", f"the file is not UTF-8 text (byte {exc.start}); save it as UTF-8")
+        ]
+    return parse_json(text, source.path)
 
 
 def parse_json(text: str, path: Path) -> tuple[Any, list[Diagnostic]]:

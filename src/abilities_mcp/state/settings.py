@@ -15,7 +15,8 @@ from typing import Any
 
 from ..durations import FORMAT_HINT, parse_duration
 from ..errors import did_you_mean
-from ..files import Unreadable, read_text
+from ..files import Unreadable, decode_text, read_bytes
+from .trust import TrustStore, waiting_note
 
 FILE_NAME = "abilities-mcp.json"
 MAX_BYTES = 256 * 1024
@@ -45,13 +46,24 @@ DESCRIPTIONS = {
 }
 
 
+# The settings that guard something, which way loosens them, and their defaults (what an absent file means):
+# fewer runs or days kept shortens the record of who answered what; a longer ttl lets a prerequisite recorded once
+# count for longer. A project file may move them the other way at once; this way waits for a person's trust.
+GUARDED = {
+    "history.runs": ("smaller", 500),
+    "history.days": ("smaller", 30.0),
+    "sessions.ttl": ("larger", 24 * 3600.0),
+}
+
+
 class Settings:
     """What the file sets (None where it is silent or wrong) and what is wrong with it."""
 
-    __slots__ = ("path", "values", "problems")
+    __slots__ = ("path", "values", "problems", "raw", "pending")
 
-    def __init__(self, path: Path, values: dict[str, Any], problems: list[tuple[str, str]]):
-        self.path, self.values, self.problems = path, values, problems
+    def __init__(self, path: Path, values: dict[str, Any], problems: list[tuple[str, str]], raw: bytes | None = None):
+        self.path, self.values, self.problems, self.raw = path, values, problems, raw  # raw: the bytes read
+        self.pending: str | None = None  # set when these are the trusted settings an edit waits to replace
 
     def get(self, dotted: str) -> Any:
         """A value by its dotted name (`skills.plan.budget`), or None when the file does not set it soundly."""
@@ -80,21 +92,62 @@ def load(root: Path) -> Settings:
 def read(path: Path) -> Settings:
     """Parse and check one settings file."""
     try:
-        text = read_text(path, MAX_BYTES)
+        raw = read_bytes(path, MAX_BYTES + 1)
     except FileNotFoundError:
         return Settings(path, {}, [])
     except Unreadable as exc:
         return Settings(path, {}, [("", f"the file {exc}")])
+    return parse_settings(path, raw)
+
+
+def in_force(root: Path, state_dir: Path) -> Settings:
+    """The settings file as enforced: as written, unless an edit since a person trusted it loosens a guarded
+    setting (GUARDED); then the trusted version (no file: the defaults), with a note naming the command."""
+    path, trust = root / FILE_NAME, TrustStore(state_dir, root)
+    current = read(path)
+    trusted_raw = trust.trusted(path)
+    if current.raw == trusted_raw:
+        return current
+    trusted = parse_settings(path, trusted_raw) if trusted_raw is not None else Settings(path, {}, [])
+    reasons = lowerings(trusted, current)
+    if not reasons:
+        return current
+    trusted.pending = waiting_note(trust.key(path), reasons)
+    return trusted
+
+
+def lowerings(trusted: Settings, current: Settings) -> list[str]:
+    """Each guarded setting `current` moves the loose way from `trusted` (an unset one is its default)."""
+    found = []
+    for dotted, (looser, default) in GUARDED.items():
+        then, now = trusted.get(dotted), current.get(dotted)
+        then, now = default if then is None else then, default if now is None else now  # unset (or broken): default
+        was, value = _number(then), _number(now)
+        if (value < was) if looser == "smaller" else (value > was):
+            found.append(f"{dotted} {json.dumps(then)} → {json.dumps(now)}")
+    return found
+
+
+def _number(value: Any) -> float:
+    return parse_duration(value) if isinstance(value, str) else float(value)
+
+
+def parse_settings(path: Path, raw: bytes) -> Settings:
+    """A settings file's bytes, checked."""
+    try:
+        text = decode_text(raw, MAX_BYTES)
+    except Unreadable as exc:
+        return Settings(path, {}, [("", f"the file {exc}")], raw)
     try:
         document = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        return Settings(path, {}, [("", f"is not valid JSON ({exc}); fix the syntax")])
+        return Settings(path, {}, [("", f"is not valid JSON ({exc}); fix the syntax")], raw)
     if not isinstance(document, dict):
-        return Settings(path, {}, [("", 'must be a JSON object, e.g. {"skills": {"builtin": false}}')])
+        return Settings(path, {}, [("", 'must be a JSON object, e.g. {"skills": {"builtin": false}}')], raw)
     values: dict[str, Any] = {}
     problems: list[tuple[str, str]] = []
     _check(document, SPEC, "", values, problems)
-    return Settings(path, values, problems)
+    return Settings(path, values, problems, raw)
 
 
 def _check(found: dict[str, Any], spec: dict[str, Any], prefix: str, values: dict, problems: list) -> None:
@@ -179,14 +232,17 @@ def _kind_schema(kind: str) -> dict[str, Any]:
 # --- what wins: a flag, then the environment, then the file, then the default ---------------------------------------
 
 
-def chosen(root: Path, dotted: str, flag: Any, env: str | None, parse: Any, default: Any) -> Any:
+def chosen(
+    root: Path, dotted: str, flag: Any, env: str | None, parse: Any, default: Any, state_dir: Path | None = None
+) -> Any:
     """The value in force for one setting: `flag` when given, else the environment variable (parsed), else the
-    settings file, else `default`."""
+    settings file (for a GUARDED setting, as trust allows it, when `state_dir` is given), else `default`."""
     import os
 
     if flag is not None:
         return flag
     if env and (text := os.environ.get(env)):
         return parse(text)
-    found = load(root).get(dotted)
+    settings = in_force(root, state_dir) if state_dir is not None and dotted in GUARDED else load(root)
+    found = settings.get(dotted)
     return parse(found) if found is not None else default

@@ -86,6 +86,9 @@ class RunRecord:
     answer: dict[str, Any] | None = None
     # Every answer given to the run's questions: {step_id, detail ("approved by terminal /dev/pts/3 ..."), at}.
     answers: list[dict[str, Any]] = field(default_factory=list)
+    # Why the definition it runs is not the file as written (nobody trusted it, or an edit waits for trust): kept
+    # with its `created` event, so the run says it for as long as it is kept.
+    trust_note: str | None = None
 
     def step(self, step_id: str) -> StepRecord:
         return next(s for s in self.steps if s.step_id == step_id)
@@ -121,7 +124,7 @@ class Store(Database):
                 "INSERT INTO steps (run_id, step_id, position, type, status) VALUES (?,?,?,?,?)",
                 [(run.run_id, s.step_id, s.position, s.type, s.status) for s in run.steps],
             )
-            self._event(run.run_id, None, "created", None)
+            self._event(run.run_id, None, "created", run.trust_note)
 
     def update_run(self, run_id: str, event: str, detail: str | None = None, **fields: Any) -> None:
         """Change a run's fields and log the event, atomically."""
@@ -265,14 +268,20 @@ class Store(Database):
         for key in ("question", "answer"):
             data[key] = json.loads(data[key]) if data[key] else None
         steps = self.db.execute("SELECT * FROM steps WHERE run_id=? ORDER BY position", (row["run_id"],)).fetchall()
-        answers = self.db.execute(
-            "SELECT step_id, detail, at FROM events WHERE run_id=? AND event='answered' ORDER BY id", (row["run_id"],)
+        noted = self.db.execute(
+            "SELECT step_id, detail, at, event FROM events WHERE run_id=? AND event IN ('answered', 'created') "
+            "ORDER BY id",
+            (row["run_id"],),
         ).fetchall()
+        answers = [{k: a[k] for k in ("step_id", "detail", "at")} for a in noted if a["event"] == "answered"]
+        created = next((a["detail"] for a in noted if a["event"] == "created"), None)
         return RunRecord(
             **data,
             steps=[StepRecord(**{k: v for k, v in dict(s).items() if k != "run_id"}) for s in steps],
-            answers=[dict(a) for a in answers],
+            answers=answers,
+            trust_note=created,
         )
+
 
 def answer_trail_days() -> float:
     """How long a run's answers are kept at least: ANSWER_TRAIL_DAYS, or more when $ABILITIES_ANSWER_TRAIL_DAYS

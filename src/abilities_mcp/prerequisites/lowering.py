@@ -1,0 +1,78 @@
+"""What an edit of workflows.json (or the tool cache) loosens of the gates a person trusted, in words.
+
+A trusted, enabled workflow loses its gate when it is removed (or broken), disabled, its mode weakened, a trigger
+dropped, a required prerequisite removed, made optional, re-pointed (other arguments) or moved later in the order,
+or a tool it triggers on by category leaves that category. A new workflow, a stronger mode, more triggers or more
+prerequisites tighten, and apply at once. Stdlib only: the hook decides this on its path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .workflows import Workflow, WorkflowSet
+
+# Weakest first: a workflow moved left on this list lowers its gate.
+MODE_ORDER = ("suggest", "warn", "enforce")
+
+
+def lowerings(trusted: WorkflowSet, current: WorkflowSet) -> list[str]:
+    """Each way `current` loosens `trusted`'s gates; empty when every gate holds or tightens."""
+    found: list[str] = []
+    for name, then in trusted.workflows.items():
+        if not then.enabled:
+            continue
+        now = current.workflows.get(name)
+        if now is None:
+            found.append(f"workflow {name!r} removed (or broken: `abilities-mcp validate` says why)")
+            continue
+        found += [f"workflow {name!r} {why}" for why in _loosened(then, now)]
+    used = {w.category.lower() for w in trusted.enabled() if w.category}
+    found += _categories_dropped(trusted.categories, current.categories, used)
+    return found
+
+
+def _loosened(then: Workflow, now: Workflow) -> Iterator[str]:
+    if not now.enabled:
+        yield "disabled"
+    if MODE_ORDER.index(now.mode) < MODE_ORDER.index(then.mode):
+        yield f"weakened from {then.mode} to {now.mode}"
+    if then.category and (now.category or "").lower() != then.category.lower():
+        yield f"no longer triggered by category {then.category!r}"
+    yield from (f"no longer triggered by tool {t!r}" for t in _missing(then.tools, now.tools))
+    yield from (f"no longer triggered by keyword {k!r}" for k in _missing(then.keywords, now.keywords))
+    yield from _prerequisites_loosened(then, now)
+
+
+def _prerequisites_loosened(then: Workflow, now: Workflow) -> Iterator[str]:
+    required = [p for p in then.prerequisites if p.required]
+    by_tool = {p.tool.lower(): p for p in now.prerequisites}
+    for p in required:
+        same = by_tool.get(p.tool.lower())
+        if same is None:
+            yield f"lost its required prerequisite {p.tool!r}"
+        elif not same.required:
+            yield f"made its prerequisite {p.tool!r} optional"
+        elif (same.params, same.arguments) != (p.params, p.arguments):
+            yield f"runs its prerequisite {p.tool!r} with other arguments"
+    kept = [p.tool.lower() for p in sorted(now.prerequisites, key=lambda p: p.step) if p.required]
+    wanted = [p.tool.lower() for p in required]
+    if then.mode == "enforce" and [t for t in kept if t in wanted] != [t for t in wanted if t in kept]:
+        yield "reordered its required prerequisites"
+
+
+def _categories_dropped(
+    trusted: dict[str, frozenset[str]], current: dict[str, frozenset[str]], used: set[str]
+) -> list[str]:
+    """A tool leaving a category a trusted workflow triggers on (the tool cache decides categories)."""
+    return [
+        f"tool {tool!r} left category {category!r} in the tool cache"
+        for tool, categories in sorted(trusted.items())
+        for category in sorted(categories & used)
+        if category not in current.get(tool, frozenset())
+    ]
+
+
+def _missing(then: tuple[str, ...], now: tuple[str, ...]) -> list[str]:
+    kept = {n.lower() for n in now}
+    return [t for t in then if t.lower() not in kept]

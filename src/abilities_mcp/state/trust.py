@@ -1,0 +1,158 @@
+"""Trust records: the version of each gate-defining file a person trusted, kept in the state folder (DESIGN §10).
+
+An edit that would lower a gate (each format says which do: abilities/lowering.py, prerequisites/lowering.py, …)
+takes effect only after a person's `abilities-mcp trust`; until then the readers enforce the version recorded
+here. The state folder lives outside the project, where an agent whose client sandboxes it to the project cannot
+write, and the hook refuses shell commands and writes that name it (clients/guards.py).
+
+    trust/index.json        {"files": {KEY: {"sha256", "at", "how", "origin"}}}: KEY is the file's path relative
+                            to the project (absolute when outside it)
+    trust/blobs/SHA256      the content trusted, by its hash
+    trust/log.jsonl         every trust given, appended: what, when, by which command, from which terminal
+
+Stdlib only and no hashlib on the reading side: the hook reads workflows.json's trusted version on every tool call,
+and a byte comparison with the blob says what a hash would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+FOLDER = "trust"
+# Blobs are what a person read and trusted; a file the loaders would refuse for its size is not kept either.
+MAX_BLOB_BYTES = 4 * 1024 * 1024
+TRUST_COMMAND = "abilities-mcp trust"
+
+
+def waiting_note(what: str, reasons: list[str]) -> str:
+    """What every answer enforcing a trusted version says: the file waiting, why, and the person's command."""
+    return (
+        f"{what} has edits that would lower a gate ({'; '.join(reasons)}): the version a person trusted is enforced "
+        f"until they review the change and run `{TRUST_COMMAND}` in their own terminal"
+    )
+
+
+def new_note(what: str) -> str:
+    """What a run of a file nobody trusted yet says."""
+    return (
+        f"{what} is new and nobody has trusted it yet: it runs at the strictest reading (enforcement: strict, "
+        f"approvals by a person only) until a person reviews it and runs `{TRUST_COMMAND}` in their own terminal"
+    )
+
+
+class Record(NamedTuple):
+    """One trusted file: the hash of the content trusted, when, by which command (trust, init), from where."""
+
+    sha256: str
+    at: float
+    how: str
+    origin: str
+
+
+class TrustStore:
+    """The trust records of one project, re-read when the index changes on disk."""
+
+    __slots__ = ("root", "folder", "_stamp", "_records")
+
+    def __init__(self, state_dir: Path, root: Path):
+        self.root = root
+        self.folder = state_dir / FOLDER
+        self._stamp: tuple[int, ...] | None = None
+        self._records: dict[str, Record] = {}
+
+    def key(self, path: Path) -> str:
+        """How the index names a file: relative to the project when inside it, else absolute."""
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+    def stamp(self) -> tuple[int, ...]:
+        """Changes whenever trust is given (readers fold it into their caches' keys)."""
+        try:
+            st = (self.folder / "index.json").stat()
+        except OSError:
+            return (0,)
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def records(self) -> dict[str, Record]:
+        """Every trusted file by its key; empty when nothing was ever trusted (or the index is unreadable)."""
+        now = self.stamp()
+        if now != self._stamp:
+            self._records, self._stamp = _read_index(self.folder / "index.json"), now
+        return self._records
+
+    def record(self, path: Path) -> Record | None:
+        """The trust given to this file, or None when no person ever trusted it."""
+        return self.records().get(self.key(path))
+
+    def trusted(self, path: Path) -> bytes | None:
+        """The content a person trusted for this file; None when nobody did (or its blob is gone)."""
+        found = self.record(path)
+        return None if found is None else self.blob(found.sha256)
+
+    def blob(self, sha256: str) -> bytes | None:
+        if not sha256.isalnum():  # the index is ours, but a name is never a path
+            return None
+        try:
+            with open(self.folder / "blobs" / sha256, "rb") as f:
+                return f.read(MAX_BLOB_BYTES + 1)
+        except OSError:
+            return None
+
+    def trust(self, contents: dict[Path, bytes | None], how: str, origin: str) -> None:
+        """Record these files as trusted as they are now (None: trusted as deleted, the record dropped)."""
+        import hashlib  # only here: the hook never writes
+
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (self.folder / "blobs").mkdir(mode=0o700, exist_ok=True)
+        index = dict(_read_index(self.folder / "index.json"))
+        now, log = time.time(), []
+        for path, content in contents.items():
+            key = self.key(path)
+            if content is None:
+                index.pop(key, None)
+                log.append({"file": key, "sha256": None, "at": now, "how": how, "origin": origin})
+                continue
+            sha = hashlib.sha256(content).hexdigest()
+            _write_atomic(self.folder / "blobs" / sha, content)
+            index[key] = Record(sha, now, how, origin)
+            log.append({"file": key, "sha256": sha, "at": now, "how": how, "origin": origin})
+        document = {"files": {k: r._asdict() for k, r in sorted(index.items())}}
+        _write_atomic(self.folder / "index.json", json.dumps(document, indent=1).encode())
+        with open(self.folder / "log.jsonl", "a", encoding="utf-8", opener=_private) as f:
+            f.writelines(json.dumps(entry) + "\n" for entry in log)
+        self._stamp = None
+
+
+def _read_index(path: Path) -> dict[str, Record]:
+    try:
+        document = json.loads(path.read_bytes())
+        files = document["files"]
+        return {
+            str(k): Record(str(v["sha256"]), float(v["at"]), str(v["how"]), str(v["origin"])) for k, v in files.items()
+        }
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        # A damaged index is read as nothing trusted (new abilities run at the strictest reading); a person's
+        # `abilities-mcp trust` writes it anew. Only this user can write the state folder, so this is an accident.
+        return {}
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
+
+
+def _write_atomic(path: Path, content: bytes) -> None:
+    """Write whole or not at all: a reader sees the old file or the new one, never half of one."""
+    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(scratch, "wb", opener=_private) as f:
+        f.write(content)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(scratch, path)
