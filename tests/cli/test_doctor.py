@@ -237,6 +237,17 @@ def test_a_client_config_without_the_server_entry_fails(root: Path, tools: Path)
     assert fix_under(result, line) == "abilities-mcp init claude"
 
 
+def test_a_client_config_that_does_not_parse_fails_naming_it(root: Path, tools: Path) -> None:
+    init(root, "claude", tools)
+    (root / ".mcp.json").write_text('{"mcpServers": {')
+
+    result = run_doctor(root, tools)
+
+    line = "fail  Claude Code: .mcp.json does not parse, so Claude Code reads no server from it"
+    assert line in lines(result, "fail"), result.stdout
+    assert fix_under(result, line) == "fix its syntax; `abilities-mcp init claude --dry-run` names the problem"
+
+
 def test_claude_codes_sandbox_fails_where_bubblewrap_and_socat_are_missing(root: Path, tools: Path) -> None:
     init(root, "claude", tools)
     (tools / "bwrap").unlink()

@@ -130,6 +130,9 @@ def server_entries(setup: Setup) -> list[Finding]:
 def _server_finding(setup: Setup, client: str) -> Finding:
     label, init = wiring.LABELS[client], f"abilities-mcp init {client}"
     found = wiring.servers(client, setup.project.root, setup.where.home)
+    if broken := wiring.unreadable(client, setup.project.root, setup.where.home):
+        text = f"{setup.shown(broken)} does not parse, so {label} reads no server from it"
+        return Finding(FAIL, label, text, f"fix its syntax; `{init} --dry-run` names the problem")
     if not found:
         return Finding(FAIL, label, "no server entry starts abilities-mcp, so the agent has none of its tools", init)
     server = found[0]

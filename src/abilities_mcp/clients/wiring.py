@@ -83,6 +83,14 @@ def servers(client: str, root: Path, home: Path) -> list[Server]:
     return []
 
 
+def unreadable(client: str, root: Path, home: Path) -> Path | None:
+    """The client's server file when it is there but does not parse (the client cannot read it either)."""
+    for path, _ in _server_tables(client, root, home):
+        if path.is_file():
+            return None if (_toml(path) if client == "codex" else read_object(path)) is not None else path
+    return None
+
+
 def serves(argv: list[str]) -> bool:
     """Whether an argv runs this server: abilities-mcp (or `-m abilities_mcp`), then `serve`."""
     names = {Path(word).name for word in argv}
