@@ -447,3 +447,37 @@ def test_the_readme_names_the_versions_ci_verifies() -> None:
     for client, pin in VERIFIED.items():
         row = next(line for line in table.splitlines() if f"`abilities-mcp init {client}" in line)
         assert re.search(rf"\b{re.escape(pin.label)} {re.escape(pin.version)}\b", row), row
+
+
+# --- trust --------------------------------------------------------------------------------------------------------
+
+DEPLOY = "description: deploy\nsteps:\n  - {id: ok, type: approval, prompt: Go?}\nsettings: {enforcement: strict}\n"
+
+
+def test_an_edit_waiting_for_trust_fails_and_names_the_file_and_the_command(root: Path, tools: Path) -> None:
+    from support import trust_project
+
+    (root / "abilities" / "deploy.yaml").write_text(DEPLOY)
+    trust_project(Project.resolve(root))
+    (root / "abilities" / "deploy.yaml").write_text(DEPLOY.replace("strict", "loose"))
+
+    result = run_doctor(root, tools)
+
+    assert result.returncode == 1
+    [line] = [x for x in lines(result, "fail") if x.startswith("fail  trust: ")]
+    assert "abilities/deploy.yaml edits that would lower a gate (settings.enforcement strict → loose)" in line
+    assert fix_under(result, "fail  trust: ").endswith("abilities-mcp trust")
+
+
+def test_a_file_nobody_trusted_is_a_warning_and_a_trusted_project_is_ok(root: Path, tools: Path) -> None:
+    from support import trust_project
+
+    (root / "abilities" / "deploy.yaml").write_text(DEPLOY)
+    warned = [x for x in lines(run_doctor(root, tools), "warn") if x.startswith("warn  trust: ")]
+    assert warned == [
+        "warn  trust: 1 file(s) not as a person trusted them (abilities/deploy.yaml); new abilities run strict"
+    ]
+    trust_project(Project.resolve(root))
+    assert "ok    trust: every file that decides a gate is as a person trusted it" in lines(
+        run_doctor(root, tools), "ok"
+    )

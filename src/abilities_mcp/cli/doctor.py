@@ -25,6 +25,7 @@ from ..clients.jsonc import read_object
 from ..clients.sandbox import Where
 from ..clients.versions import VERIFIED
 from ..state.project import Project
+from ..state.trust import TRUST_COMMAND
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 # At a terminal, a mark read at a glance; elsewhere (a pipe, CI) the word.
@@ -330,10 +331,25 @@ def _version_finding(setup: Setup, client: str) -> Finding:
 
 
 def files_waiting_for_trust(setup: Setup) -> list[Finding]:
-    """The place for `abilities-mcp trust`'s check: files whose edits would lower a gate and wait for a person's
-    trust (FAIL, fix `abilities-mcp trust`). Empty until that command lands; its check replaces this function's
-    body and keeps its entry in CHECKS."""
-    return []
+    """Files whose edits would lower a gate wait for a person's trust (the trusted version is enforced meanwhile:
+    red, since the project does not run as written); files nobody trusted yet (new abilities run strict: a warning)."""
+    from .trust import changes
+
+    found = changes(setup.project)
+    fix = f"read the diffs and trust them in your own terminal: {TRUST_COMMAND}"
+    waiting = [c for c in found if c.waits]
+    findings = [Finding(FAIL, "trust", f"{c.key} {c.note.split(' has ', 1)[-1]}", fix) for c in waiting]
+    unreviewed = [c.key for c in found if not c.waits]
+    if unreviewed:
+        text = (
+            f"{len(unreviewed)} file(s) not as a person trusted them ({_listed(unreviewed)}); new abilities run strict"
+        )
+        findings.append(Finding(WARN, "trust", text, fix))
+    return findings or [Finding(OK, "trust", "every file that decides a gate is as a person trusted it")]
+
+
+def _listed(keys: list[str], shown: int = 3) -> str:
+    return ", ".join(keys[:shown]) + (f" and {len(keys) - shown} more" if len(keys) > shown else "")
 
 
 # The checks, in the order the report shows them: one more check is one more entry.
