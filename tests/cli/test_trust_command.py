@@ -144,7 +144,7 @@ def test_init_at_a_persons_terminal_counts_as_trust(root: Path, project: Project
     (root / "abilities" / "deploy.yaml").write_text(GATED.replace("strict", "loose"))
     term = Terminal(cli(root, "init", "claude", "--command", "abilities-mcp"), root, env=person_env())
     said = term.expect("Trusted 1 file(s)")
-    assert term.wait() == 0 and "abilities/deploy.yaml (ability, new)" in said
+    assert term.wait() == 0 and "(init counts as trust): abilities/deploy.yaml." in said
     assert enforcement(project) == "loose"
     assert TrustStore(project.state_dir, root).record(root / "abilities" / "deploy.yaml").how == "init"
 
@@ -160,5 +160,6 @@ def test_init_from_an_agents_shell_writes_the_config_but_trusts_nothing(root: Pa
     )
     assert done.returncode == 0, done.stderr
     assert (root / ".mcp.json").exists()
-    assert "were not trusted" in done.stderr and "abilities-mcp trust" in done.stderr
+    assert "1 file(s) that decide gates were not trusted (stdin is not a terminal)" in done.stderr
+    assert "abilities-mcp trust" in done.stderr and "deploy.yaml" not in done.stdout
     assert enforcement(project) == "strict"

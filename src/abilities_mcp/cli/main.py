@@ -547,13 +547,7 @@ def _trust_after_init(project: Project) -> None:
     import subprocess
 
     where = ["--root", str(project.root), "--state-dir", str(project.state_dir)]
-    done = subprocess.run([sys.executable, "-I", "-m", "abilities_mcp", *where, "trust", "--yes", "--how", "init"])
-    if done.returncode == 2:
-        print(
-            "The project's abilities, workflows and gateway were not trusted (see above): a person runs "
-            "`abilities-mcp trust` in their own terminal to review and trust them.",
-            file=sys.stderr,
-        )
+    subprocess.run([sys.executable, "-I", "-m", "abilities_mcp", *where, "trust", "--yes", "--how", "init"])
 
 
 def doctor(project: Project, args: argparse.Namespace) -> int:

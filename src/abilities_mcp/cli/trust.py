@@ -67,11 +67,13 @@ def command(project: Project, args: argparse.Namespace) -> int:
     if args.paths:
         wanted = {Path(p).resolve() for p in args.paths}
         found = [c for c in found if c.path.resolve() in wanted or c.key in args.paths]
+    if args.how == "init":
+        return _at_init(project, found)
     if not found:
         print("Nothing waits for trust: every file that decides a gate is as a person trusted it.")
         return 0
-    for change in found:  # `init` trusts a project being set up: its files by name, not every line of them
-        print(describe(change) if args.how == "trust" else f"  {change.key} ({change.kind}, {change.status})")
+    for change in found:
+        print(describe(change))
     if args.list:
         print(
             f"\n{len(found)} file(s) differ from what a person trusted; `{TRUST_COMMAND}` in your terminal trusts them."
@@ -86,6 +88,23 @@ def command(project: Project, args: argparse.Namespace) -> int:
         return 2
     trust_all(project, found, args.how, person.origin())
     print(f"Trusted {len(found)} file(s): {', '.join(c.key for c in found)}.")
+    return 0
+
+
+def _at_init(project: Project, found: list[Change]) -> int:
+    """`init` typed by a person trusts the project being set up: its files by name, not every line of them."""
+    if not found:
+        return 0
+    refused = person.refusal()
+    if refused is not None:
+        print(
+            f"abilities-mcp init: {len(found)} file(s) that decide gates were not trusted ({refused}): a person runs "
+            f"`{TRUST_COMMAND}` in their own terminal to review and trust them.",
+            file=sys.stderr,
+        )
+        return 2
+    trust_all(project, found, "init", person.origin())
+    print(f"Trusted {len(found)} file(s) (init counts as trust): {', '.join(c.key for c in found)}.")
     return 0
 
 
