@@ -8,6 +8,7 @@ import json
 import os
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -206,6 +207,66 @@ async def test_approve_checks_for_a_person_again_when_the_confirmation_comes(cli
 
     assert "refused: its terminal was made by claude (" in said and "nothing was recorded" in said, said
     assert code == 2 and "Recorded" not in said
+    assert stored_run(root, run_id).status == "awaiting_approval"
+
+
+# A library the dynamic loader puts into a command (LD_PRELOAD) that makes any descriptor a terminal, as the
+# PYTHONPATH shim does one level down.
+FAKE_TERMINAL_C = """
+#include <string.h>
+int isatty(int fd) { return 1; }
+int ttyname_r(int fd, char *buf, size_t len) { strncpy(buf, "/dev/pts/4242", len); return 0; }
+char *ttyname(int fd) { static char name[] = "/dev/pts/4242"; return name; }
+"""
+
+
+def _fake_terminal_library(tmp_path: Path) -> Path:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None or sys.platform != "linux":
+        pytest.skip("no C compiler to build an LD_PRELOAD library with (or not Linux)")
+    source, library = tmp_path / "fake.c", tmp_path / "fake.so"
+    source.write_text(FAKE_TERMINAL_C)
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True, timeout=60)
+    return library
+
+
+def test_run_under_an_ld_preload_library_that_fakes_a_terminal_takes_no_answer_from_its_pipe(
+    root: Path, tmp_path: Path
+) -> None:
+    (root / "abilities" / "gated.yaml").write_text(GATED)
+    env = {**_clean_env(), "LD_PRELOAD": str(_fake_terminal_library(tmp_path))}
+
+    with subprocess.Popen(
+        cli(root, "run", "gated"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+    ) as runner:
+        runner.stdin.write(b"y\n")
+        runner.stdin.flush()
+        said = _read_until(runner, "The run waits for it.")
+        run_id = said.split("run ", 1)[1].split(":", 1)[0]
+        waiting = stored_run(root, run_id)
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(ROUTE_TIMEOUT_SECONDS) == 3
+
+    assert "The answer cannot come from here (stdin is not a terminal)" in said, said
+    assert waiting.status == "awaiting_approval" and waiting.answers == []
+    assert not (root / "deployed").exists()
+
+
+@pytest.mark.parametrize("isolated", [False, True], ids=["as-typed", "already-in-isolated-mode"])
+async def test_approve_under_an_ld_preload_library_that_fakes_a_terminal_is_refused(
+    client, write, root: Path, tmp_path: Path, isolated: bool
+) -> None:
+    run_id = await _waiting_run(client, write)
+    library = _fake_terminal_library(tmp_path)
+    command = cli(root, "approve", run_id)
+    if isolated:  # started in isolated mode, it does not re-run itself: the variable is still there when it checks
+        command = [command[0], "-I", *command[1:]]
+
+    result = _route(shlex.join(command), {**_clean_env(), "LD_PRELOAD": str(library)})
+
+    said = result.stdout + result.stderr
+    why = "it runs with LD_PRELOAD set" if isolated else "stdin is not a terminal"
+    assert f"refused: {why}" in said and "Recorded" not in said, said
     assert stored_run(root, run_id).status == "awaiting_approval"
 
 

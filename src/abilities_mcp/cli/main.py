@@ -357,12 +357,16 @@ def decide(project: Project, args: argparse.Namespace) -> int:
 
 def _isolated() -> None:
     """Run again in Python's isolated mode, unless already: a PYTHONPATH or user-site shim (one that makes isatty()
-    say yes) must not run inside a command that takes a person's answer (`run`, `approve`, `decide`). Call it first,
-    before the command imports or does anything. Code the agent puts inside the process itself (its own Python
-    that imports this package and patches it, an LD_PRELOAD library) is beyond it: that is the agent's own program,
+    say yes) must not run inside a command that takes a person's answer (`run`, `approve`, `decide`), nor a library
+    LD_PRELOAD puts into it (person.LOADER_ENV: the new process starts without them). Call it first, before the
+    command does anything. Code the agent runs inside the process itself (its own Python that imports this package
+    and patches it, a library that puts itself back across the exec) is beyond it: that is the agent's own program,
     as able as one that writes the state file (the threat model's "unrestricted shell" row)."""
+    from .person import LOADER_ENV
+
     if not sys.flags.isolated:
-        os.execv(sys.executable, [sys.executable, "-I", "-m", "abilities_mcp", *sys.argv[1:]])
+        clean = {k: v for k, v in os.environ.items() if k not in LOADER_ENV}  # no LD_PRELOAD library in it either
+        os.execve(sys.executable, [sys.executable, "-I", "-m", "abilities_mcp", *sys.argv[1:]], clean)
 
 
 def trust(project: Project, args: argparse.Namespace) -> int:

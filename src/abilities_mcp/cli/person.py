@@ -1,10 +1,12 @@
-"""Whether `abilities-mcp approve|decide` is typed by a person, or run by an agent's tools pretending to be one.
+"""Whether an answer (`abilities-mcp approve|decide`, `run`'s prompt) is typed by a person, or by an agent's tools.
 
 A terminal alone proves nothing: an agent's shell tool makes one with `script`, a Python pty or tmux. So besides
 stdin and stdout being a terminal, the command refuses when it runs inside an agent client's process tree, or on
 a terminal whose other end a process of that tree holds, or with the environment an agent client gives its tools.
-A process the agent detached (`setsid`, a double fork) and stripped of that environment is beyond what one OS
-user can tell apart: the README's threat model says so, and what closes it (the client's sandbox, another user).
+A library the dynamic loader put into the command (LD_PRELOAD) is refused too. A process the agent detached
+(`setsid`, a double fork) and stripped of that environment, or code the agent runs inside the command itself, is
+beyond what one OS user can tell apart: the README's threat model says so, and what closes it (the client's
+sandbox, another user).
 Linux reads all of this from /proc; elsewhere only the terminal check applies.
 """
 
@@ -43,6 +45,10 @@ AGENT_ENV = (
     "GEMINI_CLI",
     "CURSOR_AGENT",
 )
+# Variables that make the dynamic loader put a library into a program before it starts, where it can make isatty()
+# say yes. The commands that take answers re-run themselves without them (main._isolated): one still set was put
+# back by what ran before, or the command was started in isolated mode with it.
+LOADER_ENV = ("LD_PRELOAD", "LD_AUDIT", "DYLD_INSERT_LIBRARIES")
 # How far up the process tree to look: deeper trees are not made by hand.
 MAX_ANCESTORS = 64
 PROC = Path("/proc")
@@ -70,6 +76,9 @@ def refusal(proc: Path = PROC) -> str | None:
     marker = _agent_env(dict(os.environ))
     if marker:
         return f"it runs with {marker} set, which an agent client gives the commands its tools run"
+    loader = next((name for name in LOADER_ENV if _loaded_env(proc).get(name)), None)
+    if loader:
+        return f"it runs with {loader} set, which loads a library into it that can fake its terminal"
     if not proc.is_dir():
         return None
     chain = ancestry(os.getpid(), proc)
@@ -173,6 +182,12 @@ def _environ(pid: int, proc: Path) -> dict[str, str]:
         return {}
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
     return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+def _loaded_env(proc: Path) -> dict[str, str]:
+    """This process's environment as it started (/proc, where a library that unset a variable still shows it) and
+    as Python holds it."""
+    return {**_environ(os.getpid(), proc), **os.environ}
 
 
 def _agent_env(env: dict[str, str]) -> str | None:
