@@ -1,6 +1,7 @@
 """The workflows.json format as pydantic models: the schema (`abilities-mcp schema workflows`) and the checker
 behind `abilities-mcp validate` / `ability_validate`. The gate itself reads the file with workflows.py (no
-pydantic on the hook's path); tests hold both to the same verdict on every file.
+pydantic on the hook's path); tests hold both to the same verdict on every file. Also the warnings validate
+gives for a file that works but says less than it should (`check_warnings`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pydantic import (
 
 from ..errors import Diagnostic
 from ..explain import Format, explain
+from ..state.project import GATEWAY_FILE
+from .names import MCP_PREFIX, SEPARATOR, wanted
 from .workflows import META_KEYS, cycle_problems, meta_problems, parse_workflow, read_json
 
 
@@ -45,7 +48,8 @@ class Triggers(BaseModel):
     )
     tools: list[Text] = Field(
         default_factory=list,
-        description="Tool name is in this list; namespaced names match too (mcp__db__execute_query, db_execute_query)",
+        description="Tool names: bare (execute_query: that tool on any server) or with its server "
+        "(mcp__db__execute_query or db__execute_query: server db's only), matched whole",
     )
     keywords: list[Text] = Field(
         default_factory=list,
@@ -58,7 +62,10 @@ class Prerequisite(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     step: StrictInt = Field(ge=1, description="Execution order (1-based)")
-    tool: Text = Field(description="Tool name to execute")
+    tool: Text = Field(
+        description="Tool name to execute: bare (list_tables: on the gated call's server, or a client's own tool) "
+        "or with its server (mcp__db__list_tables or db__list_tables)"
+    )
     description: Text = Field(description="Why this prerequisite is needed")
     required: StrictBool = Field(True, description="false: this step can be skipped")
     params: dict[str, Any] = Field(default_factory=dict, description="Default parameters for this tool")
@@ -129,3 +136,46 @@ def _check_entry(path: Path, name: str, entry: Any) -> list[Diagnostic]:
             Diagnostic(str(path), f"{name}.{p}" if p else name, m) for p, m in explain(exc, WORKFLOW_FORMAT)
         ] + named
     return meaning  # what the schema cannot say: no triggers, a step twice ...
+
+
+def check_warnings(path: Path) -> list[Diagnostic]:
+    """What a workflows.json that works should still say otherwise: a trigger or prerequisite naming a server the
+    way a client calls it (`mcp__db__read_query`) when gateway.json now puts that server behind this server's
+    gateway, where its tools are called `db__read_query` and the gateway gates them."""
+    data, problems = read_json(path)
+    servers, _ = read_json(path.parent / GATEWAY_FILE)
+    upstreams = servers.get("mcpServers") if isinstance(servers, dict) else None
+    if problems or not isinstance(data, dict) or not isinstance(upstreams, dict):
+        return []
+    return [
+        Diagnostic(str(path), where, _behind_gateway(tool))
+        for where, tool in _named_tools(data)
+        if tool.lower().startswith(MCP_PREFIX) and wanted(tool).server in upstreams
+    ]
+
+
+def _named_tools(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field path, tool name) for every trigger tool and prerequisite of every workflow, in file order."""
+    out = []
+    for name, entry in data.items():
+        if name in META_KEYS or not isinstance(entry, dict):
+            continue
+        triggers = entry.get("triggers")
+        tools = triggers.get("tools") if isinstance(triggers, dict) else None
+        for i, tool in enumerate(tools if isinstance(tools, list) else []):
+            out.append((f"{name}.triggers.tools[{i}]", tool))
+        steps = entry.get("prerequisites")
+        for i, step in enumerate(steps if isinstance(steps, list) else []):
+            out.append((f"{name}.prerequisites[{i}].tool", step.get("tool") if isinstance(step, dict) else None))
+    return [(where, tool) for where, tool in out if isinstance(tool, str)]
+
+
+def _behind_gateway(tool: str) -> str:
+    name = wanted(tool)
+    gateway_name = f"{name.server}{SEPARATOR}{name.tool}"
+    return (
+        f"{tool!r} names server {name.server!r} as a client calls it directly, but gateway.json puts {name.server!r} "
+        f"behind this server's gateway now: the gateway gates its tools, called {gateway_name!r} there (the name "
+        f"still matches them). Write {gateway_name!r}, or the bare {name.tool!r} for that tool on any server, so "
+        "the file says where the gate is"
+    )
