@@ -182,7 +182,7 @@ def recorded_in(state_db: Path) -> Callable[[subprocess.CompletedProcess[bytes],
         if problem := allowed_silently(proc, tag):
             return problem
         with sqlite3.connect(state_db) as db:
-            rows = db.execute("SELECT tool FROM prereq_done WHERE session_id=?", (f"bench-post-{tag}",)).fetchall()
+            rows = db.execute("SELECT tool FROM prereq_records WHERE session_id=?", (f"bench-post-{tag}",)).fetchall()
         if ("list_databases",) not in rows:
             return f"session bench-post-{tag} recorded {rows}, not list_databases"
         return None

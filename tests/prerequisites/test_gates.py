@@ -6,7 +6,17 @@ from typing import Any
 
 import pytest
 
-from abilities_mcp.prerequisites.gates import check, plan_record, tool_matches, triggers
+from abilities_mcp.prerequisites.gates import (
+    OBSERVED,
+    REPORTED,
+    Observer,
+    check,
+    plan_record,
+    tool_matches,
+    triggers,
+)
+from abilities_mcp.prerequisites.names import Name
+from abilities_mcp.prerequisites.sessions import Completion
 from abilities_mcp.prerequisites.workflows import TEMPLATES, WorkflowSet, parse_workflow, tool_categories
 
 
@@ -43,8 +53,13 @@ def only(*workflows) -> WorkflowSet:
     return WorkflowSet(workflows={w.name: w for w in workflows})
 
 
-def recorded(workflow_name: str, *steps: int) -> dict[str, dict[int, Any]]:
-    return {workflow_name: {s: True for s in steps}}
+def record(step: int, server: str | None = None, how: str = OBSERVED, workflow: str = "w") -> Completion:
+    return Completion(workflow, step, "t", None, 0.0, server, how)
+
+
+def recorded(workflow_name: str, *steps: int, server: str | None = None, how: str = OBSERVED) -> dict[str, Any]:
+    """The session's records of these steps of one workflow, each made on `server`, known `how`."""
+    return {workflow_name: {s: [record(s, server, how, workflow_name)] for s in steps}}
 
 
 @pytest.mark.parametrize(
@@ -54,11 +69,17 @@ def recorded(workflow_name: str, *steps: int) -> dict[str, dict[int, Any]]:
         ("mcp__db__execute_query", "execute_query", True),
         ("mcp__plugin_tools_db__execute_query", "execute_query", True),
         ("db__execute_query", "execute_query", True),
-        ("postgres_execute_query", "execute_query", True),
-        ("MetaMCP_chrome-devtools__click", "click", True),
         ("Execute_Query", "execute_query", True),
-        ("execute_query_v2", "execute_query", False),
-        ("myexecute_query", "execute_query", False),
+        ("mcp__db__execute_query", "mcp__db__execute_query", True),
+        ("db__execute_query", "mcp__db__execute_query", True),
+        ("mcp__db__execute_query", "db__execute_query", True),
+        ("mcp__scratch__execute_query", "mcp__db__execute_query", False),
+        ("scratch__execute_query", "db__execute_query", False),
+        ("execute_query", "mcp__db__execute_query", False),
+        ("mcp__db__execute_query_v2", "execute_query", False),
+        ("mcp__db__my_execute_query", "execute_query", False),
+        ("mcp__x__prod_execute_query", "execute_query", False),
+        ("postgres_execute_query", "execute_query", False),
         ("execute", "execute_query", False),
         ("anything", "", False),
     ],
@@ -66,17 +87,25 @@ def recorded(workflow_name: str, *steps: int) -> dict[str, dict[int, Any]]:
         "bare",
         "claude-code",
         "claude-code-plugin",
-        "cursor-clash",
-        "opencode",
-        "metamcp",
+        "gateway",
         "case",
+        "named-server",
+        "gateway-name-of-the-named-server",
+        "hook-name-of-a-gateway-named-server",
+        "another-server",
+        "another-upstream",
+        "client-tool-for-a-named-server",
         "suffix-is-not-a-match",
-        "no-boundary",
+        "a-longer-tool-ending-the-same",
+        "a-tool-ending-in-_-plus-the-name",
+        "an-unsplit-name-is-no-evidence",
         "prefix-only",
         "empty-wanted",
     ],
 )
-def test_a_tool_matches_bare_or_after_a_clients_namespace(called: str, wanted: str, expected: bool) -> None:
+def test_a_tool_matches_as_a_whole_name_on_the_server_the_workflow_names(
+    called: str, wanted: str, expected: bool
+) -> None:
     assert tool_matches(called, wanted) is expected
 
 
@@ -228,3 +257,82 @@ def test_a_tool_listed_twice_fills_one_step_per_call() -> None:
 def test_recording_an_unrelated_tool_plans_nothing() -> None:
     plan = plan_record(templates("database"), "read_file", {})
     assert (plan.record, plan.already, plan.refused) == ([], [], [])
+
+
+# --- evidence: where a record counts (DESIGN §9) ---
+
+DB_QUERY = Name("db", "execute_query", "mcp__db__execute_query")
+DATABASE = "database-safe-query"
+
+
+def all_three(server: str | None, how: str = OBSERVED) -> dict[str, Any]:
+    return recorded(DATABASE, 1, 2, 3, server=server, how=how)
+
+
+def test_a_record_made_on_another_server_is_no_evidence_for_a_call_on_a_named_server() -> None:
+    assert check(templates("database"), DB_QUERY, "", all_three("scratch")).verdict == "deny"
+    assert check(templates("database"), DB_QUERY, "", all_three("db")).verdict == "allow"
+    assert check(templates("database"), "execute_query", "", all_three("scratch")).verdict == "allow"  # names none
+
+
+def test_a_prerequisite_naming_a_server_counts_only_when_that_server_ran_it() -> None:
+    steps = [{"step": 1, "tool": "mcp__catalog__list_tables", "description": "the catalog's tables"}]
+    w = workflow("w", tools=["execute_query"], steps=steps)
+
+    assert check(only(w), DB_QUERY, "", recorded("w", 1, server="db")).verdict == "deny"
+    assert check(only(w), DB_QUERY, "", recorded("w", 1, server="catalog")).verdict == "allow"
+
+
+def test_a_client_tools_record_counts_for_a_call_on_any_server() -> None:
+    steps = [{"step": 1, "tool": "Bash", "description": "run the tests"}]
+    w = workflow("w", tools=["execute_query"], steps=steps)
+
+    assert check(only(w), DB_QUERY, "", recorded("w", 1, server=None)).verdict == "allow"
+
+
+@pytest.mark.parametrize(
+    ("observer", "verdict"),
+    [
+        (Observer(), "allow"),
+        (Observer(upstreams=frozenset({"db"})), "deny"),
+        (Observer(hooks=True), "deny"),
+        (Observer(upstreams=frozenset({"other"})), "allow"),
+    ],
+    ids=["nobody-sees", "behind-the-gateway", "the-clients-hooks", "another-upstream"],
+)
+def test_a_self_report_does_not_count_where_someone_sees_the_tool_run(observer: Observer, verdict: str) -> None:
+    reported = all_three(None, REPORTED)
+
+    assert check(templates("database"), DB_QUERY, "", reported, observer=observer).verdict == verdict
+
+
+def test_at_the_gateway_a_self_report_counts_for_a_client_tool_its_upstream_does_not_offer() -> None:
+    steps = [
+        {"step": 1, "tool": "Bash", "description": "run the tests"},
+        {"step": 2, "tool": "list_tables", "description": "the tables"},
+    ]
+    w = workflow("w", tools=["execute_query"], steps=steps)
+    gateway = Observer(upstreams=frozenset({"db"}), offers={"db": frozenset({"list_tables", "execute_query"})})
+
+    result = check(only(w), DB_QUERY, "", recorded("w", 1, 2, how=REPORTED), observer=gateway)
+
+    assert [p.tool for p in result.matched[0].missing] == ["list_tables"]
+
+
+def test_a_report_of_a_step_someone_sees_is_watched_under_enforce_and_recorded_under_warn() -> None:
+    enforced = workflow("e", tools=["act"], steps=[{"step": 1, "tool": "list_tables", "description": "t"}])
+    warned = workflow("v", "warn", tools=["act"], steps=[{"step": 1, "tool": "list_tables", "description": "t"}])
+    tool = Name("db", "list_tables", "db__list_tables")
+
+    plan = plan_record(only(enforced, warned), tool, {}, observer=Observer(frozenset({"db"})), how=REPORTED)
+
+    assert [(w.name, server) for w, _, server in plan.watched] == [("e", "db")]
+    assert [w.name for w, _ in plan.record] == ["v"]
+
+
+def test_a_step_seen_on_one_server_is_recorded_again_when_another_server_runs_it() -> None:
+    found = templates("database")
+
+    plan = plan_record(found, Name("scratch", "list_databases", "mcp__scratch__list_databases"), all_three("db"))
+
+    assert [p.step for _, p in plan.record] == [1] and plan.already == []

@@ -3,13 +3,20 @@
 Pure functions over a WorkflowSet and what this session has recorded; stdlib only (the hook runs them on every
 tool call). Every matching workflow applies and the strictest verdict wins (deny > warn > suggest > allow), with
 each one listed: no silent first-defined-wins.
+
+Names are matched whole (names.py). A record counts as evidence only where it fits (`counts`): for the server the
+prerequisite names, else for the gated call's server (a client's own tool counting anywhere), and, where someone
+sees the tool run (the gateway its upstreams, the client's hooks every tool of a session they observe), only when
+it was seen: a self-report (workflow_record) does not count there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..phrases import phrase
+from .names import UNKNOWN_SERVER, Name, called, matches, same, wanted
 from .workflows import Prerequisite, Workflow, WorkflowSet
 
 VERDICTS = ("allow", "suggest", "warn", "deny")  # weakest first
@@ -19,11 +26,37 @@ MODE_VERDICT = {"enforce": "deny", "warn": "warn", "suggest": "suggest"}
 KEYWORD_ONLY_CAP = "warn"
 # Only the head of a task is searched: real requests are far shorter, and a pasted log must not cost more.
 MAX_TASK_CHARS = 10_000
+# How a record is known: seen run and succeed (the hook's after-event, the gateway's own call), or said so by the
+# agent (workflow_record).
+OBSERVED, REPORTED = "observed", "reported"
 
-Done = dict[str, dict[int, Any]]  # workflow -> step -> what was recorded
+Done = Mapping[str, Mapping[int, Sequence[Any]]]  # workflow -> step -> its records (server, how), one per server
 
 
 # NamedTuples, not dataclasses: the hook runs this module on every tool call (see workflows.py).
+class Observer(NamedTuple):
+    """Who sees this session's tool calls run, so that only what they saw counts as evidence."""
+
+    upstreams: frozenset[str] = frozenset()  # the servers behind this server's gateway: it makes their calls
+    hooks: bool = False  # the session's client runs this server's hooks, which see every tool call it makes
+    # The tools of the upstreams whose listing is at hand (server -> tool names, lowercase): a tool such an upstream
+    # does not offer (a client's own tool named by a bare prerequisite) is not the gateway's to see.
+    offers: Mapping[str, frozenset[str]] = {}  # a NamedTuple default: never mutated
+
+    def sees(self, server: str | None, tool: str) -> bool:
+        """Whether a call of `tool` on `server` (None: a client's own tool) is seen when it runs."""
+        if self.hooks:
+            return True
+        if server is None or not same(server, self.upstreams):
+            return False
+        listed = self.offers.get(server.lower())
+        return listed is None or tool.lower() in listed
+
+
+NOBODY = Observer()
+EVERYONE = Observer(hooks=True)  # as if every call were seen: only what was seen counts
+
+
 class Matched(NamedTuple):
     """One workflow a call triggered, and where this session stands with it."""
 
@@ -45,35 +78,61 @@ class Check(NamedTuple):
     next_calls: list[tuple[str, dict[str, Any]]]
 
 
-def tool_matches(called: str, wanted: str) -> bool:
-    """`wanted` is the tool called, bare or after a client's namespace.
-
-    Claude Code and Codex write mcp__<server>__<tool>, Cursor and VS Code <server>__<tool> on a clash, OpenCode
-    <server>_<tool> (case kept): so a name matches when it is `wanted` or ends with "_" + `wanted`.
-    """
-    if not wanted:
-        return False
-    called, wanted = called.lower(), wanted.lower()
-    return called == wanted or called.endswith("_" + wanted)
+def name_of(tool: str | Name) -> Name:
+    """A called name as given, or split as the server's callers spell it (mcp__S__T, S__T, bare)."""
+    return tool if isinstance(tool, Name) else called(tool)
 
 
-def categories_of(tool: str, categories: dict[str, frozenset[str]]) -> set[str]:
-    """The routing cache's categories for a tool; cache ids may be bare or fully qualified, like the call."""
-    return {c for tool_id, names in categories.items() if _same_tool(tool, tool_id) for c in names}
+def tool_matches(tool: str | Name, want: str) -> bool:
+    """Whether the called `tool` is the tool a workflow names `want`: the same tool whole, on the server `want`
+    names if it names one (`mcp__db__list_tables`, `db__list_tables`); a bare `want` is that tool on any server."""
+    return matches(name_of(tool), wanted(want))
 
 
-def _same_tool(a: str, b: str) -> bool:
-    return tool_matches(a, b) or tool_matches(b, a)
+def categories_of(tool: str | Name, categories: dict[str, frozenset[str]]) -> set[str]:
+    """The routing cache's categories for a tool; cache ids may be bare or name their server, like triggers."""
+    name = name_of(tool)
+    return {c for tool_id, names in categories.items() if matches(name, wanted(tool_id), trigger=True) for c in names}
 
 
-def triggers(workflow: Workflow, tool: str, task: str, categories: dict[str, frozenset[str]]) -> list[str]:
+def triggers(workflow: Workflow, tool: str | Name, task: str, categories: dict[str, frozenset[str]]) -> list[str]:
     """Why a call triggers this workflow (empty: it does not). Triggers are OR'ed."""
-    reasons = [f"tool {t}" for t in workflow.tools if tool and tool_matches(tool, t)]
-    if workflow.category and tool and workflow.category.lower() in categories_of(tool, categories):
+    name = name_of(tool)
+    reasons = [f"tool {t}" for t in workflow.tools if name.raw and matches(name, wanted(t), trigger=True)]
+    if workflow.category and name.raw and workflow.category.lower() in categories_of(name, categories):
         reasons.append(f"category {workflow.category}")
     text = task[:MAX_TASK_CHARS]
     reasons += [f"keyword {k!r}" for k in workflow.keywords if text and k.split() and phrase(k.split()).search(text)]
     return reasons
+
+
+def counts(record: Any, prerequisite: Name, gated: Name, observer: Observer = NOBODY) -> bool:
+    """Whether one record (its `server`, None for a client's own tool, and `how`) is evidence of `prerequisite`
+    for a call of `gated`: made on the server the prerequisite names, else on the gated call's server or by a
+    client's own tool; and seen run, wherever someone sees that tool run."""
+    server = record.server
+    if prerequisite.server is not None:
+        if not same(server, prerequisite.server):
+            return False
+        on = prerequisite.server
+    elif gated.server is not None and gated.server != UNKNOWN_SERVER:
+        if server is not None and not same(server, gated.server):
+            return False
+        on = gated.server
+    else:
+        on = server
+    return record.how == OBSERVED or not observer.sees(on, prerequisite.tool)
+
+
+def satisfied(workflow: Workflow, records: Mapping[int, Sequence[Any]], gated: Name, observer: Observer) -> dict:
+    """step -> the first record that is evidence of it for a call of `gated` (steps with none are left out)."""
+    out = {}
+    for p in workflow.prerequisites:
+        want = wanted(p.tool)
+        hit = next((r for r in records.get(p.step, ()) if counts(r, want, gated, observer)), None)
+        if hit is not None:
+            out[p.step] = hit
+    return out
 
 
 # What the answer tells the model to do about missing steps: record them itself (the server's tool), or nothing
@@ -83,19 +142,33 @@ RECORD_YOURSELF = (
     "summary>) (a client hook may record them for you)."
 )
 RECORDED_BY_HOOK = "Call the missing tools in step order; each is recorded when it runs."
+RUN_BY_GATEWAY = (
+    "The gateway runs the missing tools itself, in step order, when the tool is called through it (tool_call, or "
+    "the tool it lists): call it; there is nothing to record."
+)
 
 
-def check(workflows: WorkflowSet, tool: str, task: str, done: Done, how: str = RECORD_YOURSELF) -> Check:
-    """The verdict for calling `tool` (for `task`) given what this session has recorded."""
+def check(
+    workflows: WorkflowSet,
+    tool: str | Name,
+    task: str,
+    done: Done,
+    how: str = RECORD_YOURSELF,
+    observer: Observer = NOBODY,
+) -> Check:
+    """The verdict for calling `tool` (for `task`) given what this session has recorded; `observer`: who sees which
+    calls run, so that a self-report of those does not count."""
+    name = name_of(tool)
     matched = []
     for workflow in workflows.enabled():
-        if any(tool_matches(tool, p.tool) for p in workflow.prerequisites):
+        if any(matches(name, wanted(p.tool)) for p in workflow.prerequisites):
             continue  # a workflow never gates its own prerequisites: that would lock it
-        reasons = triggers(workflow, tool, task, workflows.categories)
+        reasons = triggers(workflow, name, task, workflows.categories)
         if reasons:
-            matched.append(standing(workflow, reasons, done.get(workflow.name, {})))
+            recorded = satisfied(workflow, done.get(workflow.name, {}), name, observer)
+            matched.append(standing(workflow, reasons, recorded))
     verdict = max((m.verdict for m in matched), key=VERDICTS.index, default="allow")
-    return Check(verdict, tool, matched, message(verdict, tool, matched, how), next_calls(matched))
+    return Check(verdict, name.raw, matched, message(verdict, name.raw, matched, how), next_calls(matched))
 
 
 def standing(workflow: Workflow, reasons: list[str], recorded: dict[int, Any]) -> Matched:
@@ -150,25 +223,44 @@ class RecordPlan(NamedTuple):
     record: list[tuple[Workflow, Prerequisite]]
     already: list[tuple[Workflow, Prerequisite]]
     refused: list[tuple[Workflow, Prerequisite, Prerequisite]]  # (workflow, step, the earlier step it waits for)
+    # Enforced steps a self-report may not complete: someone sees that tool run (the server it runs on, or None for
+    # the client's hooks), and only what they saw counts.
+    watched: list[tuple[Workflow, Prerequisite, str | None]] = []  # a NamedTuple default: plans pass their own
 
 
-def plan_record(workflows: WorkflowSet, tool: str, done: Done, only: str | None = None) -> RecordPlan:
+def plan_record(
+    workflows: WorkflowSet,
+    tool: str | Name,
+    done: Done,
+    only: str | None = None,
+    observer: Observer = NOBODY,
+    how: str = OBSERVED,
+) -> RecordPlan:
     """A tool that ran completes its step in every workflow that lists it, unless an enforced workflow still
-    needs an earlier required step (order matters there; optional steps may be skipped)."""
-    plan = RecordPlan([], [], [])
+    needs an earlier required step (order matters there; optional steps may be skipped), or, for a self-report
+    (`how` REPORTED), someone sees that tool run and the workflow enforces."""
+    name = name_of(tool)
+    plan = RecordPlan([], [], [], [])
     for workflow in workflows.enabled():
         if only is not None and workflow.name != only:
             continue
-        recorded = done.get(workflow.name, {})
-        listed = [p for p in workflow.prerequisites if tool_matches(tool, p.tool)]
-        pending = [p for p in listed if p.step not in recorded]  # a tool listed twice fills one step a call
+        listed = [p for p in workflow.prerequisites if matches(name, wanted(p.tool))]
+        if not listed:
+            continue
+        recorded = satisfied(workflow, done.get(workflow.name, {}), name, observer)
+        # A call seen to run is kept even where a report of it stood: what was seen outranks what was said.
+        seen = recorded if how == REPORTED else satisfied(workflow, done.get(workflow.name, {}), name, EVERYONE)
+        pending = [p for p in listed if p.step not in seen]  # a tool listed twice fills one step a call
         if not pending:
-            plan.already.extend((workflow, p) for p in listed[:1])
+            plan.already.append((workflow, listed[0]))
             continue
         step = pending[0]
         earlier = [p for p in workflow.prerequisites if p.step < step.step and p.required and p.step not in recorded]
+        on = wanted(step.tool).server or name.server
         if workflow.mode == "enforce" and earlier:
             plan.refused.append((workflow, step, earlier[0]))
+        elif how == REPORTED and workflow.mode == "enforce" and observer.sees(on, wanted(step.tool).tool):
+            plan.watched.append((workflow, step, None if observer.hooks else on))
         else:
             plan.record.append((workflow, step))
     return plan

@@ -1,9 +1,11 @@
 """Each session's recorded prerequisites (DESIGN §6), in the shared SQLite file.
 
-Once per session per workflow; results cut to 200 characters; the state expires a set time after the session
-started (24 hours unless configured) and a session that comes back after that starts over. The server and the
-hook record from different processes: every read-check-write happens in one IMMEDIATE transaction, so two
-recorders queue and neither loses the other's record. Stdlib only (the hook's path).
+Once per session, workflow, step and server (the same step run on two servers is two records), each with how it
+is known: observed (seen run and succeed: the hook's after-event, the gateway's own call) or reported
+(workflow_record); gates.counts says which count where. Results cut to 200 characters; the state expires a set
+time after the session started (24 hours unless configured) and a session that comes back after that starts over.
+The server and the hook record from different processes: every read-check-write happens in one IMMEDIATE
+transaction, so two recorders queue and neither loses the other's record. Stdlib only (the hook's path).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import time
 from typing import NamedTuple
 
 from ..state.database import Database
-from .gates import Done, RecordPlan, plan_record
+from .gates import NOBODY, OBSERVED, REPORTED, Done, Observer, RecordPlan, name_of, plan_record
+from .names import Name
 from .workflows import WorkflowSet
 
 DEFAULT_TTL_SECONDS = 24 * 3600.0
@@ -31,6 +34,8 @@ class Completion(NamedTuple):
     tool: str
     result: str | None
     at: float
+    server: str | None = None  # the server it ran on; None: a client's own tool (or a report naming none)
+    how: str = OBSERVED  # observed | reported
 
 
 class SessionInfo(NamedTuple):
@@ -58,35 +63,51 @@ class SessionState:
         return SessionInfo(session_id, row[0], row[0] + self.ttl)
 
     def done(self, session_id: str) -> Done:
-        """workflow -> step -> Completion, for a live session (an expired one reads as empty)."""
+        """workflow -> step -> its Completions (one per server), for a live session (an expired one reads as
+        empty)."""
         self.session(session_id)
         rows = self.store.db.execute(
-            "SELECT workflow, step, tool, result, at FROM prereq_done WHERE session_id=? ORDER BY at, rowid",
+            "SELECT workflow, step, tool, result, at, server, how FROM prereq_records WHERE session_id=? "
+            "ORDER BY at, rowid",
             (session_id,),
         )
-        out: Done = {}
+        out: dict[str, dict[int, list[Completion]]] = {}
         for r in rows:
-            out.setdefault(r["workflow"], {})[r["step"]] = Completion(*tuple(r))
+            record = Completion(
+                r["workflow"], r["step"], r["tool"], r["result"], r["at"], r["server"] or None, r["how"]
+            )
+            out.setdefault(r["workflow"], {}).setdefault(r["step"], []).append(record)
         return out
 
     def record(
-        self, session_id: str, workflows: WorkflowSet, tool: str, result: str | None = None, only: str | None = None
+        self,
+        session_id: str,
+        workflows: WorkflowSet,
+        tool: str | Name,
+        result: str | None = None,
+        only: str | None = None,
+        observer: Observer = NOBODY,
+        how: str = OBSERVED,
     ) -> RecordPlan:
-        """Record a tool that ran in every workflow that lists it (in order; see gates.plan_record)."""
+        """Record a tool that ran (`how` OBSERVED: it was seen to; REPORTED: the agent says so) in every workflow
+        that lists it, on the server it ran on (in order, and not a report someone could have seen: gates.plan_record).
+        An observed record replaces a report of the same step on the same server."""
+        name = name_of(tool)
         summary = None if result is None else result[:MAX_RESULT_CHARS]
         with self.store.transaction() as db:
-            plan = plan_record(workflows, tool, self.done(session_id), only)  # done() renews an expired session
-            now = time.time()
-            db.executemany(
-                "INSERT OR IGNORE INTO prereq_done (session_id, workflow, step, tool, result, at) VALUES (?,?,?,?,?,?)",
-                [(session_id, w.name, p.step, p.tool, summary, now) for w, p in plan.record],
-            )
+            # done() renews an expired session
+            plan = plan_record(workflows, name, self.done(session_id), only, observer, how)
+            rows = [
+                (session_id, w.name, p.step, name.server or "", p.tool, how, summary, time.time())
+                for w, p in plan.record
+            ]
+            db.executemany(_UPSERT if how == OBSERVED else _INSERT, rows)
         return plan
 
     def reset(self, session_id: str, workflow: str | None = None) -> int:
         """Forget what this session recorded (for one workflow, or all); returns how many steps were forgotten."""
         with self.store.transaction() as db:
-            sql, args = "DELETE FROM prereq_done WHERE session_id=?", [session_id]
+            sql, args = "DELETE FROM prereq_records WHERE session_id=?", [session_id]
             if workflow is not None:
                 sql, args = sql + " AND workflow=?", [*args, workflow]
             return db.execute(sql, args).rowcount
@@ -98,7 +119,20 @@ class SessionState:
 
     def _start(self, session_id: str) -> None:
         db, now = self.store.db, time.time()
-        db.execute("DELETE FROM prereq_done WHERE session_id=?", (session_id,))
+        db.execute("DELETE FROM prereq_records WHERE session_id=?", (session_id,))
         db.execute("INSERT OR REPLACE INTO prereq_sessions (session_id, started_at) VALUES (?, ?)", (session_id, now))
         forget = now - max(self.ttl, DEFAULT_TTL_SECONDS) - FORGET_AFTER_SECONDS
         db.execute("DELETE FROM prereq_sessions WHERE started_at < ?", (forget,))
+
+
+_INSERT = (
+    "INSERT OR IGNORE INTO prereq_records (session_id, workflow, step, server, tool, how, result, at) "
+    "VALUES (?,?,?,?,?,?,?,?)"
+)
+# A call seen to run replaces a report of the same step on the same server (kept, the report would hide it where
+# only what was seen counts); a record seen already is kept with its first result.
+_UPSERT = (
+    _INSERT.replace("INSERT OR IGNORE", "INSERT")
+    + " ON CONFLICT (session_id, workflow, step, server) DO UPDATE SET how=excluded.how, tool=excluded.tool, "
+    f"result=excluded.result, at=excluded.at WHERE prereq_records.how = '{REPORTED}'"
+)

@@ -1,4 +1,5 @@
-"""Whose call is this? The session of a tool call that reaches the server without one, told by the client's hook.
+"""Whose call is this? The session of a tool call that reaches the server without one, told by the client's hook;
+and which sessions the client's hooks observe.
 
 OpenCode sends `tools/call` with no session id, and one OpenCode process serves all its sessions through one
 connection; but it runs its plugin's `tool.execute.before` (which waits for `abilities-mcp hook opencode
@@ -7,6 +8,13 @@ server's name for it), a hash of the arguments, the client process and the time.
 session id, claims the newest unclaimed announcement of the same tool with the same arguments from the same client
 process, and files the call under that session. One announcement answers one call; unclaimed ones are forgotten
 after CLAIM_WINDOW_SECONDS, and the table never holds more than MAX_ANNOUNCED rows.
+
+The hook also marks a session as observed when it sees the session call this server's workflow_record or
+workflow_check (mark_observed): the client runs the hooks in that session, so every tool call of it passes them,
+and a prerequisite it ran is recorded as seen. The server then refuses a self-report under enforce there
+(server/workflow_tools.py). The mark is honest both ways: only a hook that runs can set it (disabled hooks mark
+nothing), and the hook runs before the call it marks for reaches the server, so the server's answer to that very
+call already knows.
 
 Stdlib only: the hook runs this on every call to this server's tools.
 """
@@ -24,6 +32,8 @@ from .database import Database
 CLAIM_WINDOW_SECONDS = 600.0
 # The table's bound, whatever the clients do: the oldest rows go first.
 MAX_ANNOUNCED = 1000
+# An observed session's mark is kept this long: past a session's records (24 hours unless configured, sessions.py).
+OBSERVED_FOR_SECONDS = 7 * 86400.0
 
 Client = tuple[int, int] | None  # the client process (pid, start time) as owners.client_of finds it
 # For each open state file, its data_version (SQLite's count of other connections' commits) when call_claims was
@@ -84,3 +94,23 @@ _NEWEST = (
     "AND (client_pid IS NULL OR ? IS NULL OR (client_pid=? AND client_start=?)) "
     "ORDER BY at DESC, id DESC LIMIT 1"
 )
+
+
+def mark_observed(db: Database, session_id: str, client: str, now: float | None = None) -> None:
+    """The client's hook saw `session_id` call this server's workflow tools: its hooks run in that session. Read
+    before write: a session marked already costs one query, no write lock."""
+    if observed(db, session_id):
+        return
+    now = time.time() if now is None else now
+    with db.transaction() as conn:
+        conn.execute("DELETE FROM observed_sessions WHERE at < ?", (now - OBSERVED_FOR_SECONDS,))
+        conn.execute(
+            "INSERT OR REPLACE INTO observed_sessions (session_id, client, at) VALUES (?,?,?)",
+            (session_id, client, now),
+        )
+
+
+def observed(db: Database, session_id: str) -> bool:
+    """Whether a client's hook marked this session as one whose tool calls it sees."""
+    row = db.db.execute("SELECT 1 FROM observed_sessions WHERE session_id=?", (session_id,)).fetchone()
+    return row is not None

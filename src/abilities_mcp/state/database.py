@@ -1,6 +1,6 @@
 """The SQLite state file (WAL), shared safely by the server, the CLI and the hook: opening it, bringing an older
 file up to date, and transactions. What lives in it: runs (store.py), each session's prerequisites
-(sessions.py), and the sessions of calls a client's hook announced (claims.py).
+(sessions.py), and the sessions of calls a client's hook announced and of sessions it observed (claims.py).
 
 Stdlib only and no dataclasses: the hook opens this file on every tool call.
 """
@@ -44,11 +44,13 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, id);
 CREATE TABLE IF NOT EXISTS prereq_sessions (session_id TEXT PRIMARY KEY, started_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS prereq_done (
+CREATE TABLE IF NOT EXISTS prereq_records (
     session_id TEXT NOT NULL REFERENCES prereq_sessions(session_id) ON DELETE CASCADE, workflow TEXT NOT NULL,
-    step INTEGER NOT NULL, tool TEXT NOT NULL, result TEXT, at REAL NOT NULL,
-    PRIMARY KEY (session_id, workflow, step)
+    step INTEGER NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, how TEXT NOT NULL, result TEXT,
+    at REAL NOT NULL,
+    PRIMARY KEY (session_id, workflow, step, server)
 );
+CREATE TABLE IF NOT EXISTS observed_sessions (session_id TEXT PRIMARY KEY, client TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS call_claims (
     id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, tool TEXT NOT NULL, args_hash TEXT NOT NULL,
     client_pid INTEGER, client_start INTEGER, at REAL NOT NULL
@@ -60,8 +62,13 @@ CREATE TABLE IF NOT EXISTS skill_events (
 );
 CREATE INDEX IF NOT EXISTS skill_events_by_kind ON skill_events(kind, id);
 """
-# Bumped with every schema change; older files are migrated forward when opened (6: skill_events, a new table).
-SCHEMA_VERSION = 6
+# Bumped with every schema change; older files are migrated forward when opened (6: skill_events, a new table;
+# 7: prereq_records, a prerequisite's record per server with how it is known, replacing prereq_done, and
+# observed_sessions, the sessions whose client runs the hooks).
+SCHEMA_VERSION = 7
+# Tables an older schema had and this one dropped, with the version that dropped them: their rows are not carried
+# over (prereq_done's records expire 24 hours after their session started anyway; a session starts them again).
+DROPPED_TABLES = [(7, "prereq_done")]
 # Columns added after a table was first created: (table, column, type). Migration adds the missing ones.
 ADDED_COLUMNS = [
     ("steps", "output_bytes", "INTEGER"),
@@ -166,6 +173,9 @@ class Database:
         if version == SCHEMA_VERSION:
             return
         with self.transaction() as db:
+            for dropped_in, table in DROPPED_TABLES:
+                if version < dropped_in:
+                    db.execute(f"DROP TABLE IF EXISTS {table}")
             for table, column, kind in ADDED_COLUMNS:
                 present = {row["name"] for row in db.execute(f"PRAGMA table_info({table})")}
                 if column not in present:
