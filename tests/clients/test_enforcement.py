@@ -22,10 +22,9 @@ KINDS = [
     ("mcp__db__find_and_replace", "destructive"),
     ("Task", "delegate"),
     ("Skill", "skill"),
-    ("mcp__abilities__ability_status", "own"),
 ]
 
 
 @pytest.mark.parametrize(("tool", "expected"), KINDS, ids=[t for t, _ in KINDS])
-def test_each_client_tool_is_read_only_destructive_or_ours(tool: str, expected: str) -> None:
+def test_each_client_tool_is_read_only_destructive_or_a_delegate(tool: str, expected: str) -> None:
     assert kind(tool) == expected

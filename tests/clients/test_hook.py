@@ -19,7 +19,7 @@ from mcp import Client
 from abilities_mcp.clients.enforcement import OWN_TOOLS, kind
 from abilities_mcp.prerequisites.workflows import TEMPLATES
 from abilities_mcp.server.app import create_server
-from support import REPO, TEST_RETRY_BASE, run_hook, state_db
+from support import REPO, TEST_RETRY_BASE, run_hook, state_db, trust_project
 
 SESSION = "2f7c0a1e-claude-session"
 # How long one hook process may take in a test before it counts as hung (a bound, not a speed check).
@@ -131,6 +131,12 @@ async def start(client: Client, name: str, session: str = SESSION) -> dict[str, 
     return run
 
 
+def trusted(project, write, name: str, text: str) -> None:
+    """An ability a person trusted (one nobody trusted runs strict, whatever level it asks for)."""
+    write(name, text)
+    trust_project(project)
+
+
 @pytest.fixture
 async def server(project):
     async with Client(create_server(project, retry_base=TEST_RETRY_BASE), mode="legacy") as c:
@@ -182,9 +188,9 @@ async def test_an_edit_while_a_person_is_asked_is_denied_in_strict(server, write
 
 
 async def test_an_edit_while_a_person_is_asked_is_allowed_in_loose_with_the_step_as_context(
-    server, write, root
+    server, write, root, project
 ) -> None:
-    write("ship", APPROVAL_RUN % "loose")
+    trusted(project, write, "ship", APPROVAL_RUN % "loose")
     run = await start(server, "ship")
     assert run["status"] == "awaiting_approval"
 
@@ -206,9 +212,9 @@ async def test_an_edit_while_a_person_is_asked_is_allowed_in_loose_with_the_step
     ids=["normal-bash", "normal-other-servers-writer", "normal-webfetch", "normal-task", "strict-task"],
 )
 async def test_normal_blocks_only_what_changes_things_while_a_person_is_asked(
-    server, write, root, level, tool, allowed
+    server, write, root, project, level, tool, allowed
 ) -> None:
-    write("ship", APPROVAL_RUN % level)
+    trusted(project, write, "ship", APPROVAL_RUN % level)
     await start(server, "ship")
 
     out = pre(root, tool)
@@ -244,12 +250,12 @@ settings: {enforcement: %s}
     ("level", "denied"), [("strict", True), ("normal", False)], ids=["strict-denies", "normal-allows-a-read"]
 )
 async def test_a_skill_step_allows_loading_its_own_skill_and_strict_refuses_another(
-    server, write, root, level, denied
+    server, write, root, project, level, denied
 ) -> None:
     for name in ("release-notes", "pdf"):
         (root / "skills" / name).mkdir(parents=True, exist_ok=True)
         (root / "skills" / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {name} work\n---\nbody\n")
-    write("notes", SKILL_RUN % level)
+    trusted(project, write, "notes", SKILL_RUN % level)
     run = await start(server, "notes")
     assert run["status"] == "awaiting_agent"
 
@@ -375,9 +381,9 @@ async def test_stop_is_allowed_while_a_person_is_asked_saying_what_they_must_do(
     assert f"abilities-mcp approve {run['run_id']}" in out["systemMessage"]
 
 
-async def test_stop_is_allowed_under_normal_enforcement_and_with_no_run(server, write, root) -> None:
+async def test_stop_is_allowed_under_normal_enforcement_and_with_no_run(server, write, root, project) -> None:
     assert claude(root, "Stop", stop_hook_active=False) == {}
-    write("notes", AGENT_RUN % "normal")
+    trusted(project, write, "notes", AGENT_RUN % "normal")
     await start(server, "notes")
 
     out = claude(root, "Stop", stop_hook_active=False)
@@ -435,7 +441,7 @@ def test_an_mcp_tools_content_is_recorded_as_its_text(root, response) -> None:
 
     store = Store(state_db(root))
     try:
-        [recorded] = SessionState(store).done(SESSION)["database-safe-query"].values()
+        [[recorded]] = SessionState(store).done(SESSION)["database-safe-query"].values()
     finally:
         store.close()
     assert recorded.result == "main, analytics"
@@ -462,7 +468,7 @@ def test_a_non_mcp_tools_output_is_recorded_as_it_came(root) -> None:
 
     store = Store(state_db(root))
     try:
-        [recorded] = SessionState(store).done(SESSION)["shell-first"].values()
+        [[recorded]] = SessionState(store).done(SESSION)["shell-first"].values()
     finally:
         store.close()
     assert recorded.result == output
@@ -638,8 +644,15 @@ def test_event_names_may_be_written_kebab_case(root) -> None:
 # --- OpenCode ---
 
 
+def opencode_servers(root: Path, **servers: list[str]) -> None:
+    """An opencode.json naming these local servers (OpenCode calls their tools SERVER_TOOL)."""
+    mcp = {name: {"type": "local", "command": command, "enabled": True} for name, command in servers.items()}
+    (root / "opencode.json").write_text(json.dumps({"mcp": mcp}))
+
+
 def test_opencode_tool_before_blocks_with_exit_2_and_tool_after_records(root) -> None:
     use_workflows(root, "database")
+    opencode_servers(root, pg=["npx", "pg-mcp"])
     base = {"sessionID": "ses_1", "callID": "c1", "args": {}}
 
     blocked = hook(root, "opencode", "tool-before", {**base, "tool": "pg_execute_query"})
@@ -735,8 +748,6 @@ async def test_own_tools_are_exactly_the_servers_tools(client) -> None:
 @pytest.mark.parametrize(
     ("tool", "expected"),
     [
-        ("mcp__abilities__ability_step_complete", "own"),
-        ("abl_workflow_record", "own"),
         ("Read", "read"),
         ("read", "read"),
         ("mcp__db__list_tables", "read"),
@@ -896,3 +907,132 @@ async def test_opencodes_call_of_an_exposed_tool_is_announced_and_the_gateway_ru
     assert before.returncode == 0 and before.stdout == "", before.stderr
     assert not result.is_error and "[gateway] ran first: sqlite__list_tables" in result.content[-1].text
     assert [r["tool"] for r in recorded["completed"]["safe-query"]] == ["list_tables", "describe_table"]  # under ses_A
+
+
+# --- evidence only from what the hook saw succeed, on the server it ran on (DESIGN §9) ---
+
+
+def recorded_steps(root: Path, session: str = SESSION) -> dict[str, list[tuple[int, str | None, str]]]:
+    """What the state file holds for the session: workflow -> (step, server, how) per record."""
+    from abilities_mcp.prerequisites.sessions import SessionState
+    from abilities_mcp.state.store import Store
+
+    if not state_db(root).exists():
+        return {}
+    store = Store(state_db(root))
+    try:
+        done = SessionState(store).done(session)
+    finally:
+        store.close()
+    return {w: [(c.step, c.server, c.how) for records in steps.values() for c in records] for w, steps in done.items()}
+
+
+def test_an_mcp_tool_that_failed_is_not_recorded_and_the_model_is_told(root) -> None:
+    use_workflows(root, "database")
+    failed = {"content": [{"type": "text", "text": "connection refused"}], "isError": True}
+
+    out = claude(root, "PostToolUse", tool_name="mcp__db__list_databases", tool_input={}, tool_response=failed)
+
+    assert "failed, so it does not count as step 1 of database-safe-query" in context(out)
+    assert recorded_steps(root) == {}
+
+
+def test_prerequisites_run_on_another_server_do_not_count_for_this_ones_tool(root) -> None:
+    use_workflows(root, "database")
+    for tool in ("list_databases", "list_tables", "inspect_table"):
+        claude(root, "PostToolUse", tool_name=f"mcp__scratch__{tool}", tool_input={}, tool_response="ok")
+
+    assert decision(pre(root, "mcp__db__execute_query")) == "deny"
+    assert pre(root, "mcp__scratch__execute_query") == {}
+
+
+async def test_a_self_report_never_counts_in_the_hooks_gate(server, root) -> None:
+    use_workflows(root, "database")
+    for tool in ("list_databases", "list_tables", "inspect_table"):  # no hook saw this session call the server
+        result = await server.call_tool("workflow_record", {"tool": f"mcp__db__{tool}"}, meta={"sessionID": SESSION})
+        assert not result.is_error, result.content
+
+    out = pre(root, "mcp__db__execute_query")
+
+    assert decision(out) == "deny" and "list_databases" in reason(out)
+    assert {how for _, _, how in recorded_steps(root)["database-safe-query"]} == {"reported"}
+
+
+async def test_once_the_hook_saw_the_session_call_workflow_record_a_self_report_under_enforce_is_refused(
+    server, root
+) -> None:
+    use_workflows(root, "database", "github-pr")
+    assert pre(root, "mcp__abilities__workflow_record", tool_input={"tool": "list_databases"}) == {}
+
+    enforced = await server.call_tool("workflow_record", {"tool": "list_databases"}, meta={"sessionID": SESSION})
+    warned = await server.call_tool("workflow_record", {"tool": "get_pull_request"}, meta={"sessionID": SESSION})
+    status = await server.call_tool("workflow_status", {}, meta={"sessionID": SESSION})
+
+    assert enforced.is_error
+    assert "hooks, which see every tool call" in enforced.content[0].text
+    assert "Legal next call(s): list_databases()" in enforced.content[0].text
+    assert warned.structured_content["self_reported"] is True
+    assert "counts only where nothing sees the tool run" in warned.structured_content["message"]
+    assert [(s["tool"], s["how"]) for s in status.structured_content["completed"]["github-pr-review"]] == [
+        ("get_pull_request", "reported")
+    ]
+    assert "database-safe-query" not in status.structured_content["completed"]
+
+
+def test_what_the_hook_saw_succeed_is_recorded_as_observed_on_its_server(root) -> None:
+    use_workflows(root, "database")
+
+    claude(root, "PostToolUse", tool_name="mcp__db__list_databases", tool_input={}, tool_response="main")
+
+    assert recorded_steps(root) == {"database-safe-query": [(1, "db", "observed")]}
+
+
+# --- whole names: this server's tools and the gateway's are told by whole names, never by how a name ends ---
+
+
+def test_a_server_configured_straight_whose_name_ends_in_an_exposed_upstreams_is_gated_by_the_hook(root) -> None:
+    expose_sqlite(root)
+
+    out = pre(root, "mcp__prod_sqlite__read_query", tool_input={"query": "SELECT 1"})
+
+    assert decision(out) == "deny" and "list_tables" in reason(out)
+
+
+async def test_another_servers_tool_named_like_one_of_this_servers_is_gated_during_a_strict_run(
+    server, write, root, sleep_seconds
+) -> None:
+    write("build", SCRIPT_RUN % sleep_seconds())
+    run = await start(server, "build")
+
+    for tool in ("mcp__db__purge_skill_list", "mcp__other__workflow_status", "mcp__x_abilities__ability_cancel"):
+        assert decision(pre(root, tool)) == "deny", tool
+    assert pre(root, "mcp__abilities__ability_status") == {}  # init's default name: no config names another
+    opencode_other = hook(root, "opencode", "tool-before", {"sessionID": SESSION, "tool": "other_workflow_status"})
+    assert opencode_other.returncode == 2, opencode_other.stderr
+    await server.call_tool("ability_cancel", {"run_id": run["run_id"]}, meta={"sessionID": SESSION})
+
+
+@pytest.mark.parametrize(
+    ("file", "servers"),
+    [
+        (".mcp.json", lambda entry: {"mcpServers": {"gates": entry}}),
+        ("home/.claude.json", lambda entry: {"projects": {"ROOT": {"mcpServers": {"gates": entry}}}}),
+    ],
+    ids=["project-mcp-json", "claude-mcp-add-local-scope"],
+)
+async def test_this_servers_name_comes_from_the_configs_init_and_claude_mcp_add_write(
+    server, write, root, sleep_seconds, tmp_path, file, servers
+) -> None:
+    entry = {"type": "stdio", "command": "/opt/tools/bin/abilities-mcp", "args": ["serve"]}
+    data = json.loads(json.dumps(servers(entry)).replace("ROOT", str(root)))
+    path = tmp_path / file if file.startswith("home/") else root / file
+    path.write_text(json.dumps(data))
+    write("build", SCRIPT_RUN % sleep_seconds())
+    run = await start(server, "build")
+
+    ours = pre(root, "mcp__gates__ability_status", env={"HOME": str(tmp_path / "home")})
+    default_name = pre(root, "mcp__abilities__ability_status", env={"HOME": str(tmp_path / "home")})
+
+    assert ours == {}
+    assert decision(default_name) == "deny"  # a config names this server "gates": "abilities" is another's
+    await server.call_tool("ability_cancel", {"run_id": run["run_id"]}, meta={"sessionID": SESSION})

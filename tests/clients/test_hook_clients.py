@@ -172,6 +172,12 @@ def cursor(root: Path, event: str, **payload: Any) -> dict[str, Any]:
     return answer(root, "cursor", event, {**base, **payload})
 
 
+def cursor_servers(root: Path, **servers: dict[str, Any]) -> None:
+    """.cursor/mcp.json with these servers (Cursor sends an MCP call's server as its command, not its name)."""
+    (root / ".cursor").mkdir(exist_ok=True)
+    (root / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+
+
 def use_workflows(root: Path, *templates: str) -> None:
     data = {TEMPLATES[t]["name"]: {k: v for k, v in TEMPLATES[t].items() if k != "name"} for t in templates}
     (root / "workflows.json").write_text(json.dumps(data, indent=2))
@@ -349,7 +355,7 @@ def test_an_mcp_tools_result_is_recorded_as_its_text(root, client, event, payloa
 
     store = Store(state_db(root))
     try:
-        [recorded] = SessionState(store).done(session)["database-safe-query"].values()
+        [[recorded]] = SessionState(store).done(session)["database-safe-query"].values()
     finally:
         store.close()
     assert recorded.result == "main, analytics"
@@ -396,7 +402,14 @@ async def test_cursor_a_strict_agent_steps_out_of_step_shell_command_is_denied_a
 
     assert out["permission"] == "deny" and "Shell is not allowed now" in out["agent_message"]
     assert f"run_id={run_id!r}" in out["agent_message"]
-    own = cursor(root, "beforeMCPExecution", tool_name="ability_status", tool_input=json.dumps({"run_id": run_id}))
+    cursor_servers(root, abilities={"command": "abilities-mcp", "args": ["serve", "--root", "${workspaceFolder}"]})
+    own = cursor(
+        root,
+        "beforeMCPExecution",
+        tool_name="ability_status",
+        tool_input=json.dumps({"run_id": run_id}),
+        command=f"abilities-mcp serve --root {root}",
+    )
     assert own == {}
     follow = cursor(root, "stop", status="completed", loop_count=0)
     assert "step 'write'" in follow["followup_message"]
@@ -420,6 +433,11 @@ def test_cursor_leaves_an_exposed_tool_of_this_servers_gateway_to_it_and_gates_t
     from upstream_servers import SAFE_QUERY, write_project
 
     write_project(root, {"safe-query": SAFE_QUERY}, expose="all")
+    cursor_servers(
+        root,
+        abilities={"command": "/home/me/.venv/bin/abilities-mcp", "args": ["serve"]},
+        other={"command": "npx", "args": ["some-other-gateway"]},
+    )
     query = {"tool_name": "sqlite__read_query", "tool_input": json.dumps({"query": "SELECT 1", "table": "users"})}
 
     ours = cursor(root, "beforeMCPExecution", **query, command="/home/me/.venv/bin/abilities-mcp serve")
@@ -443,3 +461,139 @@ def test_cursor_the_guards_hold_with_no_run(root, event, payload, named) -> None
     out = cursor(root, event, **payload)
 
     assert out["permission"] == "deny" and named in out["agent_message"]
+
+
+# --- a failed call never counts as a prerequisite, whatever shape the client gives it ---
+
+
+def session_records(root: Path, session: str) -> dict[str, Any]:
+    from abilities_mcp.prerequisites.sessions import SessionState
+    from abilities_mcp.state.store import Store
+    from support import state_db
+
+    if not state_db(root).exists():
+        return {}
+    store = Store(state_db(root))
+    try:
+        return SessionState(store).done(session)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("client", "event", "payload"),
+    [
+        (
+            "codex",
+            "PostToolUse",
+            {  # Codex passes the MCP result as it came (codex-rs CallToolResult: content, isError)
+                "tool_name": "mcp__db__list_databases",
+                "tool_response": {"content": [{"type": "text", "text": "refused"}], "isError": True},
+            },
+        ),
+        (
+            "gemini",
+            "AfterTool",
+            {  # Gemini CLI's mcp-tool.ts sets `error` for an MCP result with isError
+                **gemini_mcp("db", "list_databases"),
+                "tool_response": {
+                    "llmContent": "MCP tool 'list_databases' reported tool error",
+                    "returnDisplay": "Error",
+                    "error": {"message": "reported tool error", "type": "mcp_tool_error"},
+                },
+            },
+        ),
+        (
+            "cursor",
+            "afterMCPExecution",
+            {
+                "tool_name": "list_databases",
+                "command": "npx db-mcp",
+                "result_json": '{"content": [{"type": "text", "text": "refused"}], "isError": true}',
+            },
+        ),
+    ],
+    ids=["codex", "gemini", "cursor"],
+)
+def test_an_mcp_tool_that_failed_is_not_recorded(root, client, event, payload) -> None:
+    use_workflows(root, "database")
+    session = {"codex": SESSION, "gemini": GEMINI_SESSION, "cursor": CURSOR_CONVERSATION}[client]
+
+    {"codex": codex, "gemini": gemini, "cursor": cursor}[client](root, event, **payload)
+
+    assert session_records(root, session) == {}
+
+
+def test_gemini_a_shell_command_that_exited_non_zero_is_not_recorded_and_one_that_succeeded_is(root) -> None:
+    (root / "workflows.json").write_text(
+        json.dumps(
+            {
+                "tests-first": {
+                    "description": "Run the tests before a query",
+                    "triggers": {"tools": ["execute_query"]},
+                    "prerequisites": [{"step": 1, "tool": "run_shell_command", "description": "the tests"}],
+                }
+            }
+        )
+    )
+
+    def shell(code: int) -> dict[str, Any]:
+        text = "Output: 3 failed\nExit Code: 1" if code else "Output: 12 passed"
+        return {"tool_name": "run_shell_command", "tool_response": {"llmContent": text, "returnDisplay": text}}
+
+    gemini(root, "AfterTool", **shell(1), tool_input={"command": "pytest"})
+    failed = session_records(root, GEMINI_SESSION)
+    gemini(root, "AfterTool", **shell(0), tool_input={"command": "pytest"})
+
+    assert failed == {}
+    assert list(session_records(root, GEMINI_SESSION)) == ["tests-first"]
+
+
+def test_opencode_a_call_its_plugin_saw_fail_is_not_recorded(root) -> None:
+    use_workflows(root, "database")
+    (root / "opencode.json").write_text(json.dumps({"mcp": {"pg": {"type": "local", "command": ["pg-mcp"]}}}))
+    base = {"sessionID": "ses_1", "callID": "c1", "tool": "pg_list_databases", "output": "refused"}
+
+    failed = run_hook(root, "opencode", "tool-after", {**base, "failed": True})
+
+    assert failed.returncode == 0 and "failed, so it does not count" in json.loads(failed.stdout)["context"]
+    assert session_records(root, "ses_1") == {}
+
+
+# --- whole names: this server's own, from each client's configs ---
+
+
+async def test_codex_and_gemini_name_this_server_as_their_configs_do(server, write, root, tmp_path) -> None:
+    (root / ".codex").mkdir()
+    (root / ".codex" / "config.toml").write_text('[mcp_servers.gates]\ncommand = "abilities-mcp"\nargs = ["serve"]\n')
+    (tmp_path / "home" / ".gemini").mkdir()
+    (tmp_path / "home" / ".gemini" / "settings.json").write_text(
+        json.dumps({"mcpServers": {"ab": {"command": "uvx", "args": ["--from", "abilities-mcp", "abilities-mcp"]}}})
+    )
+    await start_agent_step(server, write, SESSION)
+    await start_agent_step(server, write, GEMINI_SESSION)
+
+    def denied(out: dict[str, Any]) -> bool:
+        return out.get("hookSpecificOutput", {}).get("permissionDecision") == "deny" or out.get("decision") == "deny"
+
+    assert codex(root, "PreToolUse", tool_name="mcp__gates__ability_status") == {}
+    assert denied(codex(root, "PreToolUse", tool_name="mcp__abilities__ability_status"))
+    assert gemini(root, "BeforeTool", **gemini_mcp("ab", "ability_status")) == {}
+    assert denied(gemini(root, "BeforeTool", **gemini_mcp("abilities_x", "ability_status")))
+
+
+async def test_cursor_a_servers_command_is_matched_whole_not_by_what_it_contains(server, write, root) -> None:
+    cursor_servers(
+        root,
+        abilities={"command": "abilities-mcp", "args": ["serve", "--root", "${workspaceFolder}"]},
+        lookalike={"command": "/opt/abilities-mcp-tools/bin/server"},
+    )
+    await start_agent_step(server, write, CURSOR_CONVERSATION)
+    status = {"tool_name": "ability_status", "tool_input": "{}"}
+
+    ours = cursor(root, "beforeMCPExecution", **status, command=f"abilities-mcp serve --root {root}")
+    lookalike = cursor(root, "beforeMCPExecution", **status, command="/opt/abilities-mcp-tools/bin/server")
+    unknown = cursor(root, "beforeMCPExecution", **status, command="abilities-mcp-but-not serve")
+
+    assert ours == {}
+    assert lookalike["permission"] == "deny" and unknown["permission"] == "deny"

@@ -30,7 +30,8 @@ PREREQUISITES = ("pg_list_databases", "pg_list_tables", "pg_inspect_table")
 # Imports the written plugin, calls its factory as OpenCode does, then for each call: tool.execute.before, and
 # (unless before threw, which is how OpenCode refuses a call) tool.execute.after with the tool's output: for
 # OpenCode's own tools {title, output, metadata}; for an MCP tool (`mcp: true`) the MCP result, {content: [...]},
-# which is what OpenCode 1.18 passes. An entry with `event` is a bus event OpenCode hands the plugin instead;
+# which is what OpenCode 1.18 passes (`isError` when the tool failed; bash's exit code is `metadata.exit`). An entry
+# with `event` is a bus event OpenCode hands the plugin instead;
 # `sessions` are what OpenCode's client answers about a session the plugin saw no event for.
 DRIVER = """
 import { pathToFileURL } from "node:url"
@@ -56,8 +57,8 @@ for (const call of JSON.parse(callsJson)) {
     continue
   }
   const output = call.mcp
-    ? { content: [{ type: "text", text: call.output }] }
-    : { title: call.tool, output: call.output, metadata: {} }
+    ? { content: [{ type: "text", text: call.output }], ...(call.isError ? { isError: true } : {}) }
+    : { title: call.tool, output: call.output, metadata: call.exit === undefined ? {} : { exit: call.exit } }
   await hooks["tool.execute.after"](input, output)
   results.push({ tool: call.tool, threw: false, output: call.mcp ? output.content : output.output })
 }
@@ -83,6 +84,9 @@ def init_opencode(root: Path, command: str) -> Path:
     assert done.returncode == 0, done.stderr
     plugin = root / ".opencode" / "plugins" / "abilities-mcp.js"
     assert plugin.is_file(), done.stdout
+    config = json.loads((root / "opencode.json").read_text())  # the database the pg_* tools are OpenCode's names of
+    config["mcp"]["pg"] = {"type": "local", "command": ["npx", "pg-mcp"], "enabled": True}
+    (root / "opencode.json").write_text(json.dumps(config))
     return plugin
 
 
@@ -91,12 +95,14 @@ def call(tool: str, session: str, n: int, output: str = "ok", mcp: bool = False)
 
 
 def recorded(root: Path, session: str) -> dict[int, Any]:
-    """What the state file holds for the database workflow in `session`: step -> Completion."""
+    """What the state file holds for the database workflow in `session`: step -> its one Completion."""
     store = Store(state_db(root))
     try:
-        return SessionState(store).done(session).get("database-safe-query", {})
+        steps = SessionState(store).done(session).get("database-safe-query", {})
     finally:
         store.close()
+    assert all(len(records) == 1 for records in steps.values()), steps
+    return {step: records[0] for step, records in steps.items()}
 
 
 def drive(
@@ -272,3 +278,32 @@ def test_a_child_session_the_plugin_saw_no_event_for_is_looked_up_through_openco
 
     assert [r["threw"] for r in results] == [False] * 4, results
     assert set(recorded(root, "ses_a")) == {1, 2, 3}
+
+
+def test_a_call_that_failed_is_not_recorded_an_mcp_error_or_a_shell_commands_exit_code(
+    tmp_path: Path, root: Path, plugin: Path
+) -> None:
+    shell_first = {
+        "description": "The tests pass before a query",
+        "triggers": {"tools": ["execute_query"]},
+        "prerequisites": [{"step": 1, "tool": "bash", "description": "run the tests"}],
+    }
+    workflows = json.loads((root / "workflows.json").read_text())
+    (root / "workflows.json").write_text(json.dumps({**workflows, "shell-first": shell_first}))
+    calls = [
+        {**call("pg_list_databases", "ses_a", 1, output="connection refused", mcp=True), "isError": True},
+        {**call("bash", "ses_a", 2, output="3 failed"), "exit": 1},
+        {**call("bash", "ses_b", 3, output="12 passed"), "exit": 0},
+    ]
+
+    mcp_failed, shell_failed, _ = drive(tmp_path, plugin, root, calls)[0]
+
+    assert "failed, so it does not count as step 1 of database-safe-query" in mcp_failed["output"][-1]["text"]
+    assert "failed, so it does not count as step 1 of shell-first" in shell_failed["output"]
+    assert recorded(root, "ses_a") == {}
+    store = Store(state_db(root))
+    try:
+        assert list(SessionState(store).done("ses_a")) == []
+        assert list(SessionState(store).done("ses_b")) == ["shell-first"]
+    finally:
+        store.close()

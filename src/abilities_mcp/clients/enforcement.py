@@ -16,10 +16,12 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ..prerequisites.gates import tool_matches
+from ..prerequisites.gates import name_of
+from ..prerequisites.names import UNKNOWN_SERVER, Name, matches, wanted
 from .position import Position
 
-# This server's tools: always allowed (they are how the agent moves the run on). A test holds this to the server.
+# This server's tools: always allowed (they are how the agent moves the run on), when the call is one of this
+# server's by its whole name (the hook tells: clients/servers.py). A test holds this to the server.
 OWN_TOOLS = (
     "ability_list",
     "ability_validate",
@@ -152,15 +154,15 @@ class Verdict(NamedTuple):
 ALLOW = Verdict("allow")
 
 
-def kind(tool: str) -> str:
-    """own | read | delegate | skill | destructive | other."""
-    name = tool.lower()
-    if any(tool_matches(tool, own) for own in OWN_TOOLS):
-        return "own"
+def kind(tool: str | Name) -> str:
+    """read | delegate | skill | destructive | other: what a tool of the client (or of another server) can do.
+    Whether a call is this server's own is the hook's question, answered by whole names (clients/servers.py)."""
+    raw = tool.raw if isinstance(tool, Name) else tool
+    name = raw.lower()
     for group, names in (("read", READ_ONLY), ("destructive", DESTRUCTIVE), ("delegate", DELEGATE), ("skill", SKILL)):
         if name in names:
             return group
-    server_tool = _server_tool(tool)
+    server_tool = tool.tool if isinstance(tool, Name) and tool.server is not None else _server_tool(raw)
     if server_tool is None:
         return "other"
     words = [w.lower() for w in _WORDS.findall(server_tool)]
@@ -177,7 +179,7 @@ def _server_tool(tool: str) -> str | None:
     return None
 
 
-def step_allows(position: Position, tool: str, subagent: str | None = None, skill: str | None = None) -> bool:
+def step_allows(position: Position, tool: str | Name, subagent: str | None = None, skill: str | None = None) -> bool:
     """Whether the current step itself lets this tool run (its type's tools, its `tools:`, its subagent, its skill).
     A skill tool call that does not say which skill it loads is given the benefit of the doubt."""
     if any(_tool_pattern(pattern, tool) for pattern in position.tools):
@@ -201,19 +203,27 @@ def _unqualified(name: str) -> str:
     return name.lower().rsplit(":", 1)[-1]
 
 
-def _tool_pattern(pattern: str, tool: str) -> bool:
-    """A step's `tools:` entry: a name (bare or namespaced, as in workflows.json) or a glob like mcp__db__*."""
+def _tool_pattern(pattern: str, tool: str | Name) -> bool:
+    """A step's `tools:` entry: a name as workflows.json writes one (bare: that tool on any server; `mcp__db__t`
+    or `db__t`: server db's), matched whole, or a glob like mcp__db__* over the name as called or as Claude Code
+    and the gateway spell it."""
+    name = name_of(tool)
     if "*" not in pattern:
-        return tool_matches(tool, pattern)
+        return matches(name, wanted(pattern))
     regex = ".*".join(re.escape(part) for part in pattern.split("*"))
-    return re.fullmatch(regex, tool, re.IGNORECASE) is not None
+    spelled = {name.raw}
+    if name.server is not None and name.server != UNKNOWN_SERVER:
+        spelled |= {f"mcp__{name.server}__{name.tool}", f"{name.server}__{name.tool}"}
+    return any(re.fullmatch(regex, s, re.IGNORECASE) is not None for s in spelled)
 
 
-def tool_verdict(position: Position, tool: str, subagent: str | None = None, skill: str | None = None) -> Verdict:
-    """May `tool` run while the run is where it is? (subagent: who calls it; skill: what a skill tool loads)"""
+def tool_verdict(
+    position: Position, tool: str | Name, subagent: str | None = None, skill: str | None = None
+) -> Verdict:
+    """May `tool` run while the run is where it is? (subagent: who calls it; skill: what a skill tool loads). This
+    server's own tools never come here: the hook lets them through first."""
     tool_kind = kind(tool)
-    if tool_kind == "own":
-        return ALLOW
+    raw = tool.raw if isinstance(tool, Name) else tool
     if not position.owner_alive:
         return Verdict("allow", context=interrupted(position))
     allowed = tool_kind == "read" or step_allows(position, tool, subagent, skill)
@@ -221,11 +231,11 @@ def tool_verdict(position: Position, tool: str, subagent: str | None = None, ski
         return (
             ALLOW
             if allowed
-            else Verdict("allow", context=f"{where(position)} {tool} is not part of it. " + next_move(position))
+            else Verdict("allow", context=f"{where(position)} {raw} is not part of it. " + next_move(position))
         )
     if allowed or (position.enforcement == "normal" and tool_kind != "destructive"):
         return ALLOW
-    return Verdict("deny", reason=denial(position, tool))
+    return Verdict("deny", reason=denial(position, raw))
 
 
 def denial(position: Position, tool: str) -> str:

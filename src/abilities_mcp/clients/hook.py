@@ -6,11 +6,13 @@ prerequisites) and workflows.json, and answers on stdout in the client's format.
 
     before: a live run's step gate (enforcement.py), then workflows.json (gates.py): deny, ask, or context;
             a call to this server's own tools is announced for the server (state/claims.py: OpenCode's calls
-            reach the server without a session id); an upstream tool this server's gateway lists directly
+            reach the server without a session id), and one to workflow_record or workflow_check marks the
+            session as one the hooks observe; an upstream tool this server's gateway lists directly
             (gateway.json `expose: "all"`) is announced too and left to the gateway's gates, which run its
-            missing prerequisites themselves
-    after:  record a prerequisite that ran (sessions.py), so calling it counts without workflow_record (the
-            gateway records what went through it)
+            missing prerequisites themselves. Whose a tool is, is told by whole names: the server names this
+            client's configs give this server (servers.py), the upstreams gateway.json exposes (names.py)
+    after:  record a prerequisite that ran and succeeded (sessions.py), as observed, so calling it counts
+            without workflow_record; a failed call never counts (the gateway records what went through it)
     prompt: the live run's step, the abilities that fit the prompt, the workflows its words point at
     start:  the live run (after compaction or resume) and a short catalog
     stop:   block while a strict run waits for the agent or a script; never twice in a row
@@ -27,20 +29,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import sys
 from typing import IO, Any, NamedTuple
 
-from ..prerequisites.gates import RECORDED_BY_HOOK, check, tool_matches
+from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
+from ..prerequisites.in_force import workflows_in_force
+from ..prerequisites.names import MCP_PREFIX, SEPARATOR, UNKNOWN_SERVER, Name, called, opencode, same, through
 from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV, SessionState
-from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_json, read_workflows
-from ..state.claims import announce
+from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_json
+from ..state.claims import announce, mark_observed
 from ..state.database import Database
 from ..state.owners import client_of
 from ..state.project import GATEWAY_FILE, Project
+from ..state.trust import TrustStore
 from . import guards
 from .enforcement import OWN_TOOLS, Verdict, kind, next_move, stop_verdict, tool_verdict, where
 from .position import Position, find
+from .servers import Entry, cursor_server, is_ours, known_names, runs_abilities_mcp
 
 EVENTS = {
     "claude": ("PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"),
@@ -97,6 +104,11 @@ DENY_EXIT, FAIL_OPEN_EXIT = 2, 1
 # Codex and Gemini CLI send no session id with an MCP call either, and run the before-tool hook first
 # (tests/clients/test_codex.py, test_gemini.py); so the server files their runs under the client's session too.
 ANNOUNCING_CLIENTS = {"opencode", "codex", "gemini"}
+# This server's tools whose answers depend on whether the session's hooks run (a self-report is refused where they
+# do): the hook marks the session as observed when it sees one of them called (state/claims.py).
+MARKING_TOOLS = {"workflow_record", "workflow_check"}
+# The line Gemini CLI ends a shell command's result with when the command failed (packages/core/src/tools/shell.ts).
+_GEMINI_EXIT = re.compile(r"^Exit Code: (-?\d+)$", re.M)
 
 
 # The payload fields each client sends that we read, and their JSON types (null counts as absent).
@@ -116,13 +128,14 @@ FIELD_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "claude": _CLAUDE_FIELDS,
     "codex": _CLAUDE_FIELDS,
     "gemini": {**_CLAUDE_FIELDS, "mcp_context": dict},
-    "opencode": {"sessionID": str, "tool": str, "args": dict, "subagent": str, "cwd": str},
+    "opencode": {"sessionID": str, "tool": str, "args": dict, "subagent": str, "cwd": str, "failed": bool},
     # beforeMCPExecution's tool_input is JSON text in some Cursor versions, an object in others.
     "cursor": {
         "conversation_id": str,
         "tool_name": str,
         "tool_input": (dict, str),
         "command": str,
+        "url": str,
         "prompt": str,
         "cwd": str,
         "workspace_roots": list,
@@ -163,6 +176,9 @@ class Call(NamedTuple):
     cwd: str
     skill: str | None = None  # the skill a skill tool call loads, when it says
     arguments: dict[str, Any] = {}  # the tool's arguments (a shell command, the file a write tool changes)
+    failed: bool = False  # after: the tool failed (an MCP result with isError, a shell command's error)
+    server: str | None = None  # the MCP server the payload names (Gemini CLI's mcp_context)
+    origin: str = ""  # Cursor: the command or url of the MCP server called (it sends no server name)
 
 
 class Answer(NamedTuple):
@@ -240,6 +256,7 @@ def _parse_claude(client: str, kind: str, data: dict[str, Any], event: str) -> C
         str(data.get("cwd") or ""),
         _skill(data, "tool_name", "tool_input", "skill"),  # Claude Code's Skill tool: {skill, args}
         _arguments(data.get("tool_input")),
+        failed=_is_error(data.get("tool_response")),
     )
 
 
@@ -260,17 +277,20 @@ def _parse_opencode(client: str, kind: str, data: dict[str, Any], event: str) ->
         str(data.get("cwd") or ""),
         _skill(data, "tool", "args", "name"),  # OpenCode's skill tool: {name}
         _arguments(data.get("args")),
+        failed=data.get("failed") is True,  # the plugin's reading of the result (opencode_plugin.js `failed`)
     )
 
 
 def _parse_gemini(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
     """Gemini CLI: Claude Code's field names; an MCP tool is named by its mcp_context as Claude Code would name it
     (mcp__SERVER__TOOL), since Gemini's own mcp_SERVER_TOOL cannot be split when a name holds "_"."""
-    tool = str(data.get("tool_name") or "")
+    tool, server = str(data.get("tool_name") or ""), None
     context = data.get("mcp_context")
     if isinstance(context, dict) and context.get("server_name") and context.get("tool_name"):
-        tool = f"mcp__{context['server_name']}__{context['tool_name']}"
+        server = str(context["server_name"])
+        tool = f"mcp__{server}__{context['tool_name']}"
     response = data.get("tool_response")
+    failed = _gemini_failed(tool, response)
     if isinstance(response, dict) and "llmContent" in response:  # {llmContent, returnDisplay, error}
         response = response["llmContent"]
     if isinstance(response, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in response):
@@ -289,22 +309,36 @@ def _parse_gemini(client: str, kind: str, data: dict[str, Any], event: str) -> C
         str(data.get("cwd") or ""),
         _skill({**data, "tool_name": tool}, "tool_name", "tool_input", "name"),  # activate_skill: {name}
         _arguments(data.get("tool_input")),
+        failed=failed,
+        server=server,
     )
 
 
+def _gemini_failed(tool: str, response: Any) -> bool:
+    """Gemini CLI's AfterTool for a call that failed: `error` set (an MCP result with isError, a tool that threw;
+    packages/core/src/core/coreToolHookTriggers.ts), or a shell command whose result ends with a non-zero exit code
+    (Gemini sets no `error` for one)."""
+    if not isinstance(response, dict):
+        return False
+    if response.get("error"):
+        return True
+    text = response.get("llmContent")
+    return tool == "run_shell_command" and isinstance(text, str) and any(c != "0" for c in _GEMINI_EXIT.findall(text))
+
+
 def _parse_cursor(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
-    """Cursor: the conversation is the session; a shell command is the Shell tool, an MCP tool is named
-    mcp__TOOL (Cursor sends the bare name and the server's command or url, not its name), or mcp__abilities__TOOL
-    when that command runs this server (so an upstream tool its gateway lists directly is known for one)."""
+    """Cursor: the conversation is the session; a shell command is the Shell tool. An MCP call names the bare tool
+    and, instead of its server's name, the server's command or url (`origin`): the hook finds the server whose
+    command that is in .cursor/mcp.json (Hook.name); the tool is `mcp__TOOL` until then."""
     roots = [r for r in data.get("workspace_roots") or [] if isinstance(r, str) and r]
     cwd = roots[0] if roots else str(data.get("cwd") or "")
     tool, arguments, result = str(data.get("tool_name") or ""), data.get("tool_input"), data.get("tool_output")
+    origin = ""
     if event in ("beforeShellExecution", "afterShellExecution"):
         tool, arguments, result = "Shell", {"command": data.get("command"), "cwd": data.get("cwd")}, data.get("output")
     elif event in ("beforeMCPExecution", "afterMCPExecution"):
-        ours = any(name in str(data.get("command") or "") for name in ("abilities-mcp", "abilities_mcp"))
-        bare = tool.removeprefix("mcp__")
-        tool, result = (f"mcp__abilities__{bare}" if ours else f"mcp__{bare}"), data.get("result_json")
+        tool, result = MCP_PREFIX + tool.removeprefix(MCP_PREFIX), data.get("result_json")
+        origin = str(data.get("command") or data.get("url") or "")
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
@@ -324,6 +358,8 @@ def _parse_cursor(client: str, kind: str, data: dict[str, Any], event: str) -> C
         cwd,
         None,
         _arguments(arguments),
+        failed=_is_error(result),
+        origin=origin,
     )
 
 
@@ -394,6 +430,17 @@ def _text(value: Any, mcp: bool = False) -> str | None:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _is_error(value: Any) -> bool:
+    """An MCP tool's result that says it failed (`isError: true`), as an object or as its JSON text (Codex's
+    PostToolUse, Cursor's result_json, a Claude Code version that sent a failed call's PostToolUse)."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return False
+    return isinstance(value, dict) and value.get("isError") is True
+
+
 def _content_blocks(value: Any) -> list[dict[str, Any]] | None:
     """An MCP result's content ([{type, text}, ...], or {content: [...]}, or either as JSON text); None otherwise."""
     if isinstance(value, str) and value.lstrip().startswith(("[", "{")):
@@ -427,11 +474,16 @@ class Hook:
         self._ttl = session_ttl  # worked out when a session's records are read: most calls never need it
         self._db: Database | None = None
         self._workflows: WorkflowSet | None = None
+        self._name: Name | None = None
+        self._entry: Entry | None = None  # Cursor: the configured server whose command the call came with
+        self._ours: dict[str, bool] = {}
+        self._servers: dict[str, Any] | None = None
 
     @property
     def workflows(self) -> WorkflowSet:
-        if self._workflows is None:
-            self._workflows = read_workflows(self.project.workflows_file, self.project.root / TOOL_CACHE)
+        if self._workflows is None:  # the trusted version where an edit would lower a gate (prerequisites/in_force.py)
+            trust = TrustStore(self.project.state_dir, self.project.root)
+            self._workflows = workflows_in_force(self.project.workflows_file, self.project.root / TOOL_CACHE, trust)
         return self._workflows
 
     def database(self) -> Database:
@@ -448,45 +500,86 @@ class Hook:
         sessions = [self.call.session_id, os.environ.get("CLAUDE_CODE_SESSION_ID", "")]
         return find(self.database().db, sessions, os.getpid())
 
-    def gateway_tool(self, tool: str) -> str | None:
-        """The name this server's gateway lists `tool` under when it is an upstream tool listed directly
-        (gateway.json `expose: "all"`): Claude Code's `mcp__abilities__sqlite__read_query`, OpenCode's
-        `abilities_sqlite__read_query` → `sqlite__read_query`. None for anything else, the same upstream configured
-        straight in the client included (`mcp__sqlite__read_query`: no server of ours before the upstream's name)."""
-        if "__" not in tool:
+    @property
+    def name(self) -> Name:
+        """The tool called, split whole into its server and its own name (prerequisites/names.py): OpenCode's at a
+        server its config knows, Cursor's by the server whose command the call came with, the rest as Claude Code
+        spells them (Gemini CLI's from its mcp_context)."""
+        if self._name is None:
+            self._name = self._split()
+        return self._name
+
+    def _split(self) -> Name:
+        call, root = self.call, self.project.root
+        if call.client == "opencode":
+            return opencode(call.tool, lambda: known_names("opencode", root))
+        if call.client == "cursor" and call.origin:
+            bare = call.tool.removeprefix(MCP_PREFIX)
+            self._entry = cursor_server(root, call.origin)
+            if self._entry is None:
+                return Name(UNKNOWN_SERVER, bare, call.tool)
+            return Name(self._entry.name, bare, f"{MCP_PREFIX}{self._entry.name}{SEPARATOR}{bare}")
+        return called(call.tool, [call.server] if call.server else ())
+
+    def ours(self) -> bool:
+        """Whether the call is one of this server's own tools, by whole names: one of its tool names, on a server
+        this client's configs say runs abilities-mcp (read only for a call that could be one)."""
+        name = self.name
+        return name.tool in OWN_TOOLS and self._is_ours(name.server)
+
+    def _is_ours(self, server: str | None) -> bool:
+        if server is None or server == UNKNOWN_SERVER:
+            return False
+        if server not in self._ours:
+            if self.call.client == "cursor":
+                self._ours[server] = self._entry is not None and runs_abilities_mcp(self._entry.argv)
+            else:
+                self._ours[server] = is_ours(self.call.client, self.project.root, server)
+        return self._ours[server]
+
+    def upstream(self) -> Name | None:
+        """The upstream tool the call names through this server's gateway: Claude Code's
+        `mcp__abilities__sqlite__read_query`, OpenCode's `abilities_sqlite__read_query` → server sqlite's read_query.
+        Whole names: the call's server is this server, the tool's head a server of gateway.json; anything else is
+        None, the same upstream configured straight in the client included (`mcp__sqlite__read_query`)."""
+        name = self.name
+        if name.server is None or SEPARATOR not in name.tool:
             return None
-        lowered = tool.lower()
-        for upstream in self._exposed():
-            marker = f"{upstream.lower()}__"
-            at = lowered.find(marker)
-            while at > 0:
-                before = lowered[:at]
-                if before.endswith("_") and before.rstrip("_") not in ("", "mcp"):
-                    return tool[at:]
-                at = lowered.find(marker, at + 1)
-        return None
+        upstream = through(name, [name.server], self._gateway_servers())
+        return upstream if upstream is not None and self._is_ours(name.server) else None
+
+    def gateway_tool(self) -> Name | None:
+        """The upstream tool the call stands for when this server's gateway lists it directly (gateway.json
+        `expose: "all"`): its gates are the gateway's."""
+        upstream = self.upstream()
+        return upstream if upstream is not None and same(upstream.server, self._exposed()) else None
+
+    def _gateway_servers(self) -> dict[str, Any]:
+        """gateway.json's servers (read with the standard library: the hook imports no pydantic); a missing or
+        broken file has none."""
+        if self._servers is None:
+            data, _ = read_json(self.project.root / GATEWAY_FILE)
+            servers = data.get("mcpServers") if isinstance(data, dict) else None
+            self._servers = servers if isinstance(servers, dict) else {}
+        return self._servers
 
     def _exposed(self) -> list[str]:
-        """The upstreams gateway.json lists directly (read with the standard library: the hook imports no
-        pydantic); a missing or broken file exposes nothing."""
-        data, _ = read_json(self.project.root / GATEWAY_FILE)
-        servers = data.get("mcpServers") if isinstance(data, dict) else None
-        if not isinstance(servers, dict):
-            return []
+        """The upstreams gateway.json lists directly."""
+        servers = self._gateway_servers()
         return [name for name, entry in servers.items() if isinstance(entry, dict) and entry.get("expose") == "all"]
 
     def session(self) -> SessionState:
         if self._ttl is None:
-            self._ttl = _ttl(self.project.root)
+            self._ttl = _ttl(self.project)
         return SessionState(self.database(), self._ttl)
 
 
-def _ttl(root: Any) -> float:
-    """$ABILITIES_SESSION_TTL, else the settings file's sessions.ttl, else 24 hours."""
+def _ttl(project: Project) -> float:
+    """$ABILITIES_SESSION_TTL, else the settings file's sessions.ttl (as trust allows), else 24 hours."""
     from ..durations import parse_duration
     from ..state.settings import chosen
 
-    return chosen(root, "sessions.ttl", None, TTL_ENV, parse_duration, DEFAULT_TTL_SECONDS)
+    return chosen(project.root, "sessions.ttl", None, TTL_ENV, parse_duration, DEFAULT_TTL_SECONDS, project.state_dir)
 
 
 def before(hook: Hook) -> Answer:
@@ -494,20 +587,21 @@ def before(hook: Hook) -> Answer:
     tool = hook.call.tool
     if not tool:
         return Answer()
-    if kind(tool) == "own":
-        _announce(hook, next((own for own in OWN_TOOLS if tool_matches(tool, own)), tool))
+    if hook.ours():
+        _announce(hook, hook.name.tool)
+        _mark_observed(hook)
         return Answer()
     guarded = guards.refusal(tool, hook.call.arguments, hook.project.root, hook.project.state_db.parent)
     if guarded:
         return Answer(deny=guarded)
-    verdict = _step_verdict(hook, tool)
+    verdict = _step_verdict(hook, hook.name)
     if verdict.decision == "deny":
         return Answer(deny=verdict.reason)
-    served = hook.gateway_tool(tool)
+    served = hook.gateway_tool()
     if served is not None:  # the gateway gates it, running what is missing first: a deny here would stop that
-        _announce(hook, served)
+        _announce(hook, served.raw)
         return Answer(context=verdict.context)
-    gate = _workflow_answer(hook, tool)
+    gate = _workflow_answer(hook, hook.upstream() or hook.name)
     return gate._replace(context=_joined(verdict.context, gate.context))
 
 
@@ -518,21 +612,38 @@ def _announce(hook: Hook, name: str) -> None:
     announce(hook.database(), hook.call.session_id, name, hook.call.arguments, client_of(os.getpid()))
 
 
-def _step_verdict(hook: Hook, tool: str) -> Verdict:
+def _mark_observed(hook: Hook) -> None:
+    """This session's client runs the hooks: mark it so, for the server's workflow_record and workflow_check,
+    before the call reaches the server (claims.py). A state file that cannot be written marks nothing: the call
+    goes on, and the server then takes a self-report as one (the gates of the hook and the gateway still count only
+    what they saw)."""
+    if hook.name.tool not in MARKING_TOOLS or not hook.call.session_id:
+        return
+    try:
+        mark_observed(hook.database(), hook.call.session_id, hook.call.client)
+    except (sqlite3.Error, OSError, RuntimeError):
+        return
+
+
+def _step_verdict(hook: Hook, tool: Name) -> Verdict:
     try:
         position = hook.position()
     except (sqlite3.Error, OSError, RuntimeError) as exc:
         if kind(tool) == "read":
             return Verdict("allow")
         raise StateUnreadable(
-            f"abilities-mcp: {tool} refused: the state file {hook.project.state_db} cannot be read ({exc}), so the "
-            "hook cannot tell whether a strict run is waiting. Read-only tools still work. Run "
+            f"abilities-mcp: {tool.raw} refused: the state file {hook.project.state_db} cannot be read ({exc}), so "
+            "the hook cannot tell whether a strict run is waiting. Read-only tools still work. Run "
             "`abilities-mcp status`, which moves a damaged file aside or says what to fix, then try again."
         ) from exc
     return Verdict("allow") if position is None else tool_verdict(position, tool, hook.call.subagent, hook.call.skill)
 
 
-def _workflow_answer(hook: Hook, tool: str) -> Answer:
+# The hook sees every tool call of its session: a self-report (workflow_record) never counts in its gate.
+HOOKS_SEE = Observer(hooks=True)
+
+
+def _workflow_answer(hook: Hook, tool: Name) -> Answer:
     """workflows.json for this tool: deny for enforce, ask (or tell) for warn, tell for suggest."""
     found = hook.workflows
     unrecorded = check(found, tool, "", {})
@@ -543,12 +654,12 @@ def _workflow_answer(hook: Hook, tool: str) -> Answer:
     except (sqlite3.Error, OSError, RuntimeError) as exc:
         if unrecorded.verdict == "deny":
             raise StateUnreadable(
-                f"abilities-mcp: {tool} refused: an enforced workflow needs this session's recorded steps, and "
-                f"{hook.project.state_db} cannot be read ({exc}). Fix or move the file, then try again."
+                f"abilities-mcp: {tool.raw} refused: an enforced workflow needs this session's recorded steps, "
+                f"and {hook.project.state_db} cannot be read ({exc}). Fix or move the file, then try again."
             ) from exc
         raise
-    result = check(found, tool, "", done, how=RECORDED_BY_HOOK)
-    text = f"abilities-mcp: {result.message}"
+    result = check(found, tool, "", done, how=RECORDED_BY_HOOK, observer=HOOKS_SEE)
+    text = "\n".join([f"abilities-mcp: {result.message}", *found.pending])  # an edit waiting for trust, named
     if result.verdict == "deny":
         return Answer(deny=text)
     if result.verdict == "warn":
@@ -558,18 +669,28 @@ def _workflow_answer(hook: Hook, tool: str) -> Answer:
 
 
 def after(hook: Hook) -> Answer:
-    """A tool ran: if a workflow lists it, record it for this session (in order, where the workflow enforces)."""
-    tool = hook.call.tool
-    listed = [w for w in hook.workflows.enabled() if any(tool_matches(tool, p.tool) for p in w.prerequisites)]
-    if not tool or kind(tool) == "own" or not listed or not hook.call.session_id or hook.gateway_tool(tool):
-        return Answer()
-    plan = hook.session().record(hook.call.session_id, hook.workflows, tool, hook.call.result)
+    """A tool ran: if a workflow lists it and it succeeded, record it for this session as seen (in order, where
+    the workflow enforces); a failed call never counts, and the model is told so."""
+    name = hook.name
+    listed = [(w, p) for w in hook.workflows.enabled() for p in w.prerequisites if tool_matches(name, p.tool)]
+    if not listed or not hook.call.session_id or hook.ours() or hook.upstream() is not None:
+        return Answer()  # this server's calls, and the gateway's, which records what it saw itself
+    if hook.call.failed:
+        return Answer(context="\n".join(_failed_note(name, w, p) for w, p in listed))
+    plan = hook.session().record(hook.call.session_id, hook.workflows, name, hook.call.result, None, HOOKS_SEE)
     notes = [
-        f"abilities-mcp: {tool} ran before {earlier.tool} (step {earlier.step} of {workflow.name}, which is "
-        f"enforced in order), so it does not count yet: call {earlier.tool}, then {tool} again."
+        f"abilities-mcp: {name.raw} ran before {earlier.tool} (step {earlier.step} of {workflow.name}, which is "
+        f"enforced in order), so it does not count yet: call {earlier.tool}, then {name.raw} again."
         for workflow, _step, earlier in plan.refused
     ]
     return Answer(context="\n".join(notes))
+
+
+def _failed_note(name: Name, workflow: Any, step: Any) -> str:
+    return (
+        f"abilities-mcp: {name.raw} failed, so it does not count as step {step.step} of {workflow.name}; a "
+        "prerequisite counts once a call of it succeeds."
+    )
 
 
 def prompt(hook: Hook) -> Answer:

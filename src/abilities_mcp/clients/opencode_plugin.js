@@ -85,6 +85,14 @@ function resultText(output) {
   return output.output == null ? "" : JSON.stringify(output.output)
 }
 
+// Whether a call failed, as its result says: an MCP tool's result with isError, a shell command's non-zero exit
+// (OpenCode's bash tool keeps it in metadata.exit). The hook never counts a failed call as a prerequisite.
+function failed(output) {
+  if (output?.isError === true) return true
+  const exit = output?.metadata?.exit
+  return typeof exit === "number" && exit !== 0
+}
+
 function appendNote(output, extra) {
   if (typeof output.output === "string") output.output += `\n\n${extra}`
   else if (Array.isArray(output.content)) output.content.push({ type: "text", text: extra })
@@ -155,6 +163,7 @@ export const AbilitiesMcp = async ({ directory, client }) => {
         subagent,
         callID: input.callID,
         output: resultText(output).slice(0, OUTPUT_CHARS),
+        failed: failed(output),
         cwd: root,
       }
       const note = [notes.get(input.callID), context(await ask("tool-after", payload, root), "tool-after")]
