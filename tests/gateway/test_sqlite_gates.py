@@ -192,15 +192,13 @@ async def test_a_refused_write_never_reaches_the_database(project: Project) -> N
         assert db.execute("SELECT count(*) FROM users").fetchone() == (2,)
 
 
-async def test_a_prerequisite_no_tool_of_the_same_upstream_fills_runs_on_the_upstream_that_has_it(
-    project: Project,
-) -> None:
+async def test_a_prerequisite_naming_another_upstream_runs_on_that_upstream(project: Project) -> None:
     from upstream_servers import everything_server
 
     cross = {
         "description": "Know the tables before adding numbers",
         "triggers": {"tools": ["get-sum"]},
-        "prerequisites": [{"step": 1, "tool": "list_tables", "description": "Which tables exist"}],
+        "prerequisites": [{"step": 1, "tool": "sqlite__list_tables", "description": "Which tables exist"}],
     }
     write_project(project.root, {"cross": cross})
     config = json.loads((project.root / "gateway.json").read_text())
@@ -226,3 +224,82 @@ async def test_a_broken_entry_beside_it_does_not_stop_a_working_upstream(project
 
     assert not result.is_error, text(result)
     assert "'n': 2" in text(result)
+
+
+# --- evidence only from what the gateway saw, on the server it ran on (DESIGN §9) ---
+
+
+async def test_a_self_report_does_not_stand_in_for_the_prerequisites_the_gateway_runs_itself(client) -> None:
+    for tool in ("list_tables", "describe_table"):
+        await client.call_tool("workflow_record", {"tool": tool}, meta={"sessionID": "s1"})
+
+    result = await tool_call(client, "sqlite__read_query", {"query": "SELECT name FROM users", "table": "users"})
+
+    assert not result.is_error, text(result)
+    gate = result.structured_content["gate"]
+    assert gate["verdict"] == "deny"
+    assert [r["tool"] for r in gate["ran_prerequisites"]] == ["sqlite__list_tables", "sqlite__describe_table"]
+
+
+async def test_workflow_record_of_an_upstream_tool_is_refused_under_enforce_naming_the_call_that_counts(
+    client,
+) -> None:
+    named = await client.call_tool("workflow_record", {"tool": "sqlite__list_tables"}, meta={"sessionID": "s1"})
+    await tool_call(client, "sqlite__list_tables")  # now the gateway has listed sqlite's tools
+    bare = await client.call_tool("workflow_record", {"tool": "describe_table"}, meta={"sessionID": "s1"})
+
+    assert named.is_error and "behind this server's gateway" in text(named)
+    assert "tool_call(tool='sqlite__list_tables', arguments={})" in text(named)
+    assert bare.is_error and "tool_call(tool='sqlite__describe_table', arguments={})" in text(bare)
+    assert [s["how"] for s in (await recorded(client))["safe-query"]] == ["observed"]  # the gateway's own call
+
+
+async def test_under_warn_a_self_report_of_an_upstream_tool_is_kept_as_such_and_the_gateway_still_warns(
+    gated,
+) -> None:
+    async with gated({"safe-query": {**SAFE_QUERY, "mode": "warn"}}) as client:
+        reported = await client.call_tool("workflow_record", {"tool": "sqlite__list_tables"}, meta={"sessionID": "s1"})
+        steps = await recorded(client)
+        query = await tool_call(client, "sqlite__read_query", {"query": "SELECT 1"})
+
+    assert not reported.is_error and reported.structured_content["self_reported"] is True
+    assert "counts only where nothing sees the tool run" in reported.structured_content["message"]
+    assert [(s["server"], s["how"]) for s in steps["safe-query"]] == [("sqlite", "reported")]
+    assert "list_tables (step 1)" in query.structured_content["gate"]["warnings"][0]
+
+
+def two_sqlite_upstreams(project: Project) -> None:
+    """gateway.json with the shop database as `sqlite` and a scratch one as `scratch`: same server, same tools."""
+    write_project(project.root, {"safe-query": SAFE_QUERY})
+    scratch = project.root / "scratch.db"
+    with sqlite3.connect(scratch) as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+    config = json.loads((project.root / "gateway.json").read_text())
+    config["mcpServers"]["scratch"] = {**config["mcpServers"]["sqlite"], "args": ["--db-path", str(scratch)]}
+    (project.root / "gateway.json").write_text(json.dumps(config))
+
+
+async def test_a_tool_of_the_same_name_on_another_upstream_does_not_satisfy_this_ones_prerequisite(
+    project: Project,
+) -> None:
+    two_sqlite_upstreams(project)
+    async with Client(create_server(project)) as client:
+        await tool_call(client, "scratch__list_tables")
+        await tool_call(client, "scratch__describe_table", {"table_name": "users"})
+        result = await tool_call(client, "sqlite__read_query", {"query": "SELECT name FROM users", "table": "users"})
+
+    assert not result.is_error, text(result)
+    assert [r["tool"] for r in result.structured_content["gate"]["ran_prerequisites"]] == [
+        "sqlite__list_tables",
+        "sqlite__describe_table",
+    ]
+
+
+async def test_a_trigger_naming_the_server_as_the_client_called_it_still_gates_it_behind_the_gateway(gated) -> None:
+    moved = {**SAFE_QUERY, "triggers": {"tools": ["mcp__sqlite__read_query"]}}
+    async with gated({"safe-query": moved}) as client:
+        result = await tool_call(client, "sqlite__read_query", {"query": "SELECT 1", "table": "users"})
+
+    assert not result.is_error, text(result)
+    assert result.structured_content["gate"]["verdict"] == "deny"
+    assert len(result.structured_content["gate"]["ran_prerequisites"]) == 2

@@ -151,7 +151,7 @@ async def test_reset_clears_the_session_so_the_gate_denies_again(db_client) -> N
 async def test_sessions_are_separate_and_a_session_reuses_its_records_across_restarts(project) -> None:
     write_workflows(project.root, "browser")
     async with Client(create_server(project)) as client:
-        await call(client, "workflow_record", session="alpha", tool="chrome_take_snapshot")
+        await call(client, "workflow_record", session="alpha", tool="mcp__chrome__take_snapshot")
         assert (await call(client, "workflow_check", session="alpha", tool="click"))["verdict"] == "allow"
         assert (await call(client, "workflow_check", session="beta", tool="click"))["verdict"] == "deny"
     async with Client(create_server(project)) as client:  # a new server process on the same state file
@@ -381,7 +381,7 @@ def test_two_processes_recording_at_once_lose_nothing(tmp_path: Path) -> None:
     errors = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errors
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT workflow, tool FROM prereq_done WHERE session_id='shared'").fetchall()
+        rows = conn.execute("SELECT workflow, tool FROM prereq_records WHERE session_id='shared'").fetchall()
     assert sorted(rows) == sorted((f"w{i}", f"tool_{i}") for i in range(count))
 
 

@@ -1,5 +1,10 @@
 """A proxied tool call behind the gates: resolve the tool, check its arguments, apply every workflow it triggers
-(enforce: run the missing prerequisites first, on the same upstream; warn and suggest: say so), call it, record.
+(enforce: run the missing prerequisites first, on the gated call's upstream or the one a prerequisite names; warn
+and suggest: say so), call it, record what it saw succeed.
+
+The gateway makes its upstreams' calls, so its gate counts only those it saw (DESIGN §9): a self-report
+(workflow_record) of an upstream tool never stands in for running it, and a record made on another upstream never
+stands in for this one's (prerequisites/gates.py `counts`).
 
 Nothing reaches an upstream before the gate allows it (DESIGN §9): a refusal or a bad argument sends nothing, and
 the main call is sent only after every prerequisite an enforce workflow needed has run and been recorded.
@@ -8,15 +13,18 @@ the main call is sent only after every prerequisite an enforce workflow needed h
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from mcp_types import CallToolResult, TextContent
 
 from ..errors import AbilitiesError, NextCall, Refused
-from ..prerequisites.gates import Check, Matched, check, tool_matches
+from ..prerequisites.gates import Check, Matched, Observer, check, tool_matches
+from ..prerequisites.in_force import Workflows
+from ..prerequisites.names import Name, same, wanted
 from ..prerequisites.sessions import MAX_RESULT_CHARS, SessionState
-from ..prerequisites.workflows import Prerequisite, Workflows, WorkflowSet
+from ..prerequisites.workflows import Prerequisite, WorkflowSet
+from ..state.claims import observed
 from .arguments import Unfilled, fill, schema_problems
 from .config import Gateway, GatewayConfig
 from .directory import Entry, Listing, UnknownTool, discover, discover_now, resolve, split
@@ -92,6 +100,10 @@ class Proxy:
         """gateway.json as this proxy's calls see it: read once (a batch's calls all see the same)."""
         return self.gateway.current()
 
+    def _notes(self, found: WorkflowSet) -> list[str]:
+        """What every gate answer says besides its verdict: edits waiting for trust, broken workflows."""
+        return [*found.warnings(), *self.config.pending]
+
     async def listing(self, name: str | None = None) -> Listing:
         """The upstream tools; for `server__tool`, only that server's (the others are not started)."""
         server = split(name, self.config)[0] if name else None
@@ -120,19 +132,19 @@ class Proxy:
         if problems:
             raise BadArguments(_bad_arguments(entry, problems))
         found = self.workflows.current()
-        first = check(found, entry.qualified, "", _Recorded(self.sessions, session_id))
+        first = self._gate(found, entry, session_id, listing)
         ran: list[Ran] = []
         after = first
         if first.verdict == "deny":
             plan = await self._plan(first, entry, arguments, listing)
-            ran = [await self._run(step, session_id) for step in plan]
-            after = check(found, entry.qualified, "", self.sessions.done(session_id))
+            ran = [await self._run(step, session_id, listing) for step in plan]
+            after = self._gate(found, entry, session_id, listing)
         if after.verdict == "deny":  # only if the records were cleared meanwhile; whatever the cause, never send
             raise Refused(f"{entry.qualified!r} is still gated: {after.message}", "prerequisites missing")
         result, sent = await self._main_call(entry, arguments, attempts if entry.read_only else 1, progress)
-        if not result.is_error and _is_prerequisite(found, entry.qualified):  # else there is nothing to record
-            self.sessions.record(session_id, found, entry.qualified, text_of(result))
-        return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + found.warnings()), sent)
+        if not result.is_error and _is_prerequisite(found, gated(entry)):  # else there is nothing to record
+            self._record(session_id, found, entry, result, listing)
+        return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + self._notes(found)), sent)
 
     def call_now(
         self, name: str, arguments: dict[str, Any], session_id: str, done: Finished, progress: Progress | None = None
@@ -152,20 +164,44 @@ class Proxy:
         if schema_problems(entry.input_schema, arguments):
             return None
         found = self.workflows.current()
-        first = check(found, entry.qualified, "", _Recorded(self.sessions, session_id))
+        first = self._gate(found, entry, session_id, listing)
         if first.verdict == "deny":
             return None
-        gate = Gate(first.verdict, [], _warnings(first) + found.warnings())
+        gate = Gate(first.verdict, [], _warnings(first) + self._notes(found))
 
         def outcome(result: CallToolResult) -> Outcome:
-            if not result.is_error and _is_prerequisite(found, entry.qualified):
-                self.sessions.record(session_id, found, entry.qualified, text_of(result))
+            if not result.is_error and _is_prerequisite(found, gated(entry)):
+                self._record(session_id, found, entry, result, listing)
             return Outcome(entry, result, gate)
 
         upstream = self.config.upstreams[entry.server]
         return self.upstreams.connection(upstream).call_now(
             entry.name, arguments, lambda result: done(lambda: outcome(result())), progress
         )
+
+    def _gate(self, found: WorkflowSet, entry: Entry, session_id: str, listing: Listing) -> Check:
+        """Every workflow's verdict for calling `entry` in this session; the records are read only when a workflow
+        is triggered (most calls trigger none), and count only where the gateway (or a hook) saw them run."""
+        unrecorded = check(found, gated(entry), "", {})
+        if not unrecorded.matched:
+            return unrecorded
+        return check(found, gated(entry), "", self.sessions.done(session_id), observer=self._seen(session_id, listing))
+
+    def _seen(self, session_id: str, listing: Listing | None = None) -> Observer:
+        """Who sees this session's calls: the gateway its upstreams' (those `listing` lists: only the tools they
+        offer), the client's hooks every one when they marked the session (state/claims.py)."""
+        offers = {}
+        for e in listing.entries if listing is not None else ():
+            offers.setdefault(e.server.lower(), set()).add(e.name.lower())
+        upstreams = frozenset(self.config.upstreams)
+        hooks = observed(self.sessions.store, session_id)
+        return Observer(upstreams, hooks, {server: frozenset(tools) for server, tools in offers.items()})
+
+    def _record(
+        self, session_id: str, found: WorkflowSet, entry: Entry, result: CallToolResult, listing: Listing
+    ) -> None:
+        """A call the gateway made and saw succeed, recorded as seen on its upstream."""
+        self.sessions.record(session_id, found, gated(entry), text_of(result), None, self._seen(session_id, listing))
 
     async def _main_call(
         self, entry: Entry, arguments: dict[str, Any], attempts: int, progress: Progress | None
@@ -185,16 +221,17 @@ class Proxy:
 
     async def _plan(self, gate: Check, entry: Entry, arguments: dict[str, Any], listing: Listing) -> list[Planned]:
         """The missing prerequisites of every enforce workflow, in step order, each tool once, arguments filled;
-        Refused naming the calls to make when one cannot be run."""
-        wanted: dict[str, tuple[Matched, Prerequisite]] = {}
+        Refused naming the calls to make when one cannot be run. A bare prerequisite runs on the gated call's
+        upstream; one naming its server (`sqlite__list_tables`), on that one."""
+        wanted_steps: dict[str, tuple[Matched, Prerequisite]] = {}
         for m in gate.matched:
             if m.verdict == "deny":
                 for p in m.missing:
-                    wanted.setdefault(p.tool, (m, p))
-        if any(_upstream_tool(tool, entry.server, listing, same_only=True) is None for tool in wanted):
+                    wanted_steps.setdefault(p.tool, (m, p))
+        if any(_upstream_tool(tool, entry.server, listing) is None for tool in wanted_steps):
             listing = await self.listing()  # some prerequisite lives elsewhere: only now start the other upstreams
         plan, blocked = [], []
-        for m, p in wanted.values():
+        for m, p in wanted_steps.values():
             target = _upstream_tool(p.tool, entry.server, listing)
             try:
                 filled = {**p.params, **fill(p.arguments, arguments)}
@@ -202,7 +239,7 @@ class Proxy:
                 blocked.append((m, p, target, f"{exc.reference} is not an argument of this call"))
                 continue
             if target is None:
-                blocked.append((m, p, None, "no upstream server offers it"))
+                blocked.append((m, p, None, _not_offered(p.tool, entry.server)))
                 continue
             problems = schema_problems(target.input_schema, filled)
             if problems:
@@ -213,7 +250,7 @@ class Proxy:
             raise _cannot_run(entry, blocked, arguments)
         return plan
 
-    async def _run(self, step: Planned, session_id: str) -> Ran:
+    async def _run(self, step: Planned, session_id: str, listing: Listing) -> Ran:
         """Run one prerequisite, up to PREREQUISITE_ATTEMPTS times, and record it; abort the workflow if it fails."""
         error = ""
         for attempt in range(1, PREREQUISITE_ATTEMPTS + 1):
@@ -225,7 +262,7 @@ class Proxy:
             if result.is_error:
                 error = text_of(result) or "the tool reported an error"
                 continue
-            self.sessions.record(session_id, self.workflows.current(), step.entry.qualified, text_of(result))
+            self._record(session_id, self.workflows.current(), step.entry, result, listing)
             return Ran(step.workflow, step.prerequisite.step, step.entry.qualified, step.arguments, attempt)
         p = step.prerequisite
         raise PrerequisiteFailed(
@@ -241,40 +278,31 @@ class Proxy:
         return await self.upstreams.connection(upstream).call(entry.name, arguments, progress)
 
 
-class _Recorded(Mapping[str, dict[int, Any]]):
-    """The session's records, read only if a workflow the call triggers asks for them (most calls trigger none)."""
-
-    def __init__(self, sessions: SessionState, session_id: str):
-        self._sessions, self._session_id = sessions, session_id
-        self._done: dict[str, dict[int, Any]] | None = None
-
-    def _load(self) -> dict[str, dict[int, Any]]:
-        if self._done is None:
-            self._done = self._sessions.done(self._session_id)
-        return self._done
-
-    def __getitem__(self, workflow: str) -> dict[int, Any]:
-        return self._load()[workflow]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._load())
-
-    def __len__(self) -> int:
-        return len(self._load())
+def gated(entry: Entry) -> Name:
+    """An upstream tool's name as the gates read it: its server and its own name, whole."""
+    return Name(entry.server, entry.name, entry.qualified)
 
 
-def _is_prerequisite(found: WorkflowSet, tool: str) -> bool:
+def _is_prerequisite(found: WorkflowSet, tool: Name) -> bool:
     """Whether any enabled workflow lists the tool as a prerequisite (only then has a call of it to be recorded)."""
     return any(tool_matches(tool, p.tool) for w in found.enabled() for p in w.prerequisites)
 
 
-def _upstream_tool(wanted: str, server: str, listing: Listing, same_only: bool = False) -> Entry | None:
-    """The tool a prerequisite names: on the gated call's server first, else the one other server that has it."""
-    matching = [e for e in listing.entries if tool_matches(e.qualified, wanted) or e.name == wanted]
-    same = [e for e in matching if e.server == server]
-    if same or same_only:
-        return same[0] if same else None
-    return matching[0] if len(matching) == 1 else None
+def _upstream_tool(want: str, server: str, listing: Listing) -> Entry | None:
+    """The tool a prerequisite names, whole: on the server it names, else on the gated call's server (`server`)."""
+    name = wanted(want)
+    target = name.server or server
+    return next((e for e in listing.entries if same(e.server, target) and same(e.name, name.tool)), None)
+
+
+def _not_offered(want: str, server: str) -> str:
+    name = wanted(want)
+    if name.server is not None:
+        return f"no upstream server {name.server!r} offers {name.tool!r}"
+    return (
+        f"{server!r} offers no {name.tool!r}, and a bare prerequisite runs on the gated call's server; one that "
+        f"runs on another upstream names it (SERVER__{name.tool})"
+    )
 
 
 def _cannot_run(entry: Entry, blocked: list, arguments: dict[str, Any]) -> Refused:

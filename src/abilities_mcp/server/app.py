@@ -125,7 +125,7 @@ def create_server(
     add_ability_tools(server, catalog)
     add_matching_tools(server, catalog)
     add_skill_tools(server, catalog.skillset)
-    add_workflow_tools(server, catalog.workflows, session_ttl)
+    add_workflow_tools(server, catalog.workflows, session_ttl, gateway)
     if gateway.file.exists():  # the gateway's tools only for a project that has one (tools/list stays short)
         from .exposed import ExposedTools
         from .gateway_tools import add_gateway_tools

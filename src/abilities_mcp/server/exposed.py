@@ -21,8 +21,8 @@ from ..gateway.config import SEPARATOR, Gateway
 from ..gateway.directory import Entry, discover
 from ..gateway.proxy import Outcome, Proxy
 from ..gateway.upstreams import Progress, Started
+from ..prerequisites.in_force import Workflows
 from ..prerequisites.sessions import SessionState
-from ..prerequisites.workflows import Workflows
 
 log = logging.getLogger(__name__)
 # How long tools/list waits for the exposed upstreams to list their tools: one that is slower is left out of this

@@ -24,8 +24,8 @@ from ..gateway.directory import broken, search
 from ..gateway.proxy import Gate, Outcome, Proxy
 from ..gateway.upstreams import Progress, Started
 from ..prerequisites.gates import categories_of
+from ..prerequisites.in_force import Workflows
 from ..prerequisites.sessions import SessionState
-from ..prerequisites.workflows import Workflows
 from .views import iso
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, WithJsonSchema
 
@@ -71,7 +71,9 @@ class Run(BaseModel):
     parent_run: str | None = Field(None, description="The run whose workflow step started this one")
     answers: list[AnswerInfo] = Field(default_factory=list, description="Every answer to its questions, oldest first")
     warnings: list[str] = Field(
-        default_factory=list, description="Under enforcement: loose, out-of-step calls are answered here, not refused"
+        default_factory=list,
+        description="Why the run enforces other than its file says (nobody trusted the file, or an edit waits for a "
+        "person's `abilities-mcp trust`); under enforcement: loose, out-of-step calls answered here, not refused",
     )
 
 
@@ -104,8 +106,14 @@ class AbilityInfo(BaseModel):
     inputs: dict[str, InputInfo] = Field(default_factory=dict)
     steps: list[StepInfo] = Field(default_factory=list)
     triggers: dict[str, list[str]] = Field(default_factory=dict)
-    enforcement: str | None = None
+    enforcement: str | None = Field(None, description="The level its runs enforce (strict while nobody trusted it)")
     valid: bool
+    trust: str = Field(
+        "trusted",
+        description="trusted | tightened (edited, no gate lowered) | new (nobody trusted it: runs strict) | waiting "
+        "(an edit would lower a gate: the trusted version runs until a person's `abilities-mcp trust`)",
+    )
+    warnings: list[str] = Field(default_factory=list, description="Why it runs other than its file says")
 
 
 class AbilityList(BaseModel):
@@ -269,12 +277,21 @@ class WorkflowRecord(BaseModel):
     recorded: list[RecordedStep] = Field(description="Steps this call completed")
     already: list[RecordedStep] = Field(default_factory=list, description="Steps recorded earlier in this session")
     session_id: str
+    self_reported: bool = Field(
+        False,
+        description="true: recorded on the agent's word; it does not count where a call of the tool is seen (the "
+        "gateway's upstreams, every tool of a session whose client runs the hooks)",
+    )
     message: str
 
 
 class CompletedStep(BaseModel):
     step: int
     tool: str
+    server: str | None = Field(None, description="The server it ran on; null: a client's own tool, or none was named")
+    how: Literal["observed", "reported"] = Field(
+        description="observed: seen run and succeed (the client's hook, the gateway); reported: by workflow_record"
+    )
     result: str | None = Field(None, description="The summary given when it was recorded (200 characters at most)")
     at: str
 

@@ -82,6 +82,7 @@ def run_view(record: RunRecord, lookup: Callable[[str], RunRecord | None] | None
         answers=[
             AnswerInfo(step=a["step_id"] or "plan", answer=a["detail"], at=iso(a["at"]) or "") for a in record.answers
         ],
+        warnings=[record.trust_note] if record.trust_note else [],
     )
 
 
@@ -234,6 +235,8 @@ def ability_info(catalog: Catalog, d: Definition) -> AbilityInfo:
         triggers={"keywords": a.triggers.keywords, "patterns": a.triggers.patterns} if a else {},
         enforcement=a.settings.enforcement if a else None,
         valid=catalog.is_valid(d),
+        trust=d.trust,
+        warnings=[d.trust_note] if d.trust_note else [],
     )
 
 
