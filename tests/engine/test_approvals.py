@@ -10,7 +10,7 @@ from mcp import Client
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from abilities_mcp.server.app import create_server
-from support import GATED, TEST_RETRY_BASE, state_db, stored_run, until
+from support import GATED, TEST_RETRY_BASE, state_db, stored_run, trust_project, until
 
 ERAS = ["legacy", "auto"]  # auto negotiates 2026-07-28 against our server: forms travel in InputRequiredResult
 
@@ -106,6 +106,7 @@ async def test_the_agent_cannot_approve_outside_loose_and_is_told_what_the_perso
 
 async def test_under_loose_the_agent_relays_the_answer(project, write, root) -> None:
     write("gated", GATED + "settings: {enforcement: loose}\n")
+    trust_project(project)  # loose as its author wrote it: a file nobody trusted runs strict
     async with client_for(project, "legacy", None) as client:
         run = (await client.call_tool("ability_run", {"name": "gated"})).structured_content
         assert run["next_calls"][0]["tool"] == "ability_approve"

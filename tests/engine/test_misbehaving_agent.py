@@ -19,8 +19,9 @@ from mcp import Client
 
 from abilities_mcp.errors import NextCall
 from abilities_mcp.server.app import create_server
+from abilities_mcp.state.project import Project
 from abilities_mcp.state.store import Store, process_start
-from support import TEST_RETRY_BASE, sleeping, state_db, stored_run, until
+from support import TEST_RETRY_BASE, sleeping, state_db, stored_run, trust_project, until
 
 LEVELS = ["strict", "normal", "loose"]
 
@@ -108,6 +109,7 @@ class MisbehavingAgent:
 
     async def start(self, name: str, steps: str, wait: float = 20) -> dict[str, Any]:
         self.write(name, ability(self.level, steps))
+        trust_project(Project.resolve(self.root))  # its author's level: a file nobody trusted runs strict
         result = await self.call("ability_run", name=name, wait_seconds=wait)
         assert not result.is_error, result.content[0].text
         return result.structured_content

@@ -15,7 +15,7 @@ from abilities_mcp.engine import nesting
 from abilities_mcp.engine.core import Engine
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.store import Store
-from support import TEST_RETRY_BASE, raw_server, sleeping, state_db, stdio_params, stored_run, until
+from support import TEST_RETRY_BASE, raw_server, sleeping, state_db, stdio_params, stored_run, trust_project, until
 
 LIVE_STATES = {"pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision"}
 
@@ -457,10 +457,11 @@ async def test_a_person_answering_the_childs_form_through_the_parents_call_finis
 # --- sessions and history ----------------------------------------------------------------------------------------
 
 
-async def test_a_strict_child_does_not_count_as_a_second_strict_run_of_the_session(client, write) -> None:
+async def test_a_strict_child_does_not_count_as_a_second_strict_run_of_the_session(client, write, project) -> None:
     write("child", CHILD)  # strict by default
     write("parent", PARENT + "settings: {enforcement: normal}\n")
     write("other", "description: o\nsteps:\n  - {id: think, type: agent, prompt: think}\n")
+    trust_project(project)  # the parent is normal as its author wrote it
     parent = await ok(client, "ability_run", name="parent")
     assert parent["status"] == "awaiting_agent"
 

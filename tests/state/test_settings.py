@@ -157,9 +157,9 @@ def test_a_flag_beats_the_environment_which_beats_the_file_which_beats_the_defau
     root = tmp_path / "project"
     write(root, {"sessions": {"ttl": "30m"}})
     monkeypatch.delenv("ABILITIES_SESSION_TTL", raising=False)
-    assert _ttl(root) == 1800
+    assert _ttl(Project.resolve(root)) == 1800
     monkeypatch.setenv("ABILITIES_SESSION_TTL", "2h")
-    assert _ttl(root) == 7200
+    assert _ttl(Project.resolve(root)) == 7200
     assert chosen(root, "sessions.ttl", 5.0, "ABILITIES_SESSION_TTL", float, 1.0) == 5.0
     assert chosen(tmp_path / "elsewhere", "sessions.ttl", None, None, float, 1.0) == 1.0
 
