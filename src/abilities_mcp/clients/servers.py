@@ -150,6 +150,7 @@ def _codex(folder: Callable[[Path], Path]) -> Callable[[Path], Scope]:
 
 
 def _codex_home(root: Path) -> Path:
+    """Codex's own folder: $CODEX_HOME, else ~/.codex (whatever the project)."""
     return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
 
 
@@ -197,7 +198,7 @@ def _opencode_servers(data: Any) -> Scope:
 
 READERS: dict[str, tuple[Callable[[Path], Scope], ...]] = {
     "claude": (_claude_project, _claude_user),
-    "codex": (_codex(lambda root: root / ".codex"), _codex(lambda root: _codex_home(root))),
+    "codex": (_codex(lambda root: root / ".codex"), _codex(_codex_home)),
     "gemini": (_gemini(lambda root: root), _gemini(lambda root: Path.home())),
     "cursor": (_cursor(lambda root: root), _cursor(lambda root: Path.home())),
     "opencode": (_opencode_project, _opencode_user),
