@@ -481,3 +481,20 @@ def test_a_file_nobody_trusted_is_a_warning_and_a_trusted_project_is_ok(root: Pa
     assert "ok    trust: every file that decides a gate is as a person trusted it" in lines(
         run_doctor(root, tools), "ok"
     )
+
+
+def test_an_abilities_mcp_installed_inside_the_project_fails_since_the_agent_may_rewrite_it(
+    root: Path, tools: Path
+) -> None:
+    (root / ".venv" / "bin").mkdir(parents=True)
+    inside = stub(root / ".venv" / "bin" / "abilities-mcp", "exit 0")
+    init(root, "claude", tools)
+    data = read_json(root / ".mcp.json")
+    data["mcpServers"]["abilities"]["command"] = str(inside)
+    write_json(root / ".mcp.json", data)
+
+    result = run_doctor(root, tools)
+
+    [line] = [x for x in lines(result, "fail") if x.startswith("fail  install: ")]
+    assert f"Claude Code's abilities-mcp ({inside})" in line and "can rewrite what gates it" in line
+    assert "install abilities-mcp outside the project" in fix_under(result, "fail  install: ")

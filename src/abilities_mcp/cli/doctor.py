@@ -330,6 +330,30 @@ def _version_finding(setup: Setup, client: str) -> Finding:
     return Finding(OK, pin.label, f"{pin.version}, verified in CI")
 
 
+def installed_outside_the_project(setup: Setup) -> list[Finding]:
+    """The code that gates the agent (the server, the hooks, the package they import) lives where the agent cannot
+    write: a sandbox lets its shell write the project, so abilities-mcp in a project's .venv can be rewritten."""
+    import abilities_mcp
+
+    root = setup.project.root.resolve()
+    programs = {"the abilities_mcp package": Path(abilities_mcp.__file__).resolve().parent}
+    for client in setup.clients:
+        argvs = [s.argv for s in wiring.servers(client, setup.project.root, setup.where.home)]
+        wired = wiring.hooks(client, setup.project.root) if client != "opencode" else None
+        argvs += list(wired.found.values()) if wired is not None else []
+        for argv in argvs:
+            if found := wiring.runnable(argv, setup.which):
+                programs.setdefault(f"{wiring.LABELS[client]}'s {Path(found).name}", Path(found).resolve())
+    inside = [f"{what} ({path})" for what, path in programs.items() if path.is_relative_to(root)]
+    if not inside:
+        return [Finding(OK, "install", "abilities-mcp and the commands the clients run live outside the project")]
+    text = f"{'; '.join(inside)} inside the project: an agent that may write the project can rewrite what gates it"
+    fix = (
+        "install abilities-mcp outside the project (pipx install, uv tool install, a venv elsewhere), then init --force"
+    )
+    return [Finding(FAIL, "install", text, fix)]
+
+
 def files_waiting_for_trust(setup: Setup) -> list[Finding]:
     """Files whose edits would lower a gate wait for a person's trust (the trusted version is enforced meanwhile:
     red, since the project does not run as written); files nobody trusted yet (new abilities run strict: a warning)."""
@@ -360,6 +384,7 @@ CHECKS: list[Callable[[Setup], list[Finding]]] = [
     sandboxes_on,
     state_folder_place,
     state_folder_permissions,
+    installed_outside_the_project,
     files_waiting_for_trust,
     client_versions,
 ]
