@@ -15,7 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from abilities_mcp.prerequisites.workflows import TEMPLATES
+from abilities_mcp.prerequisites.templates import TEMPLATES
 from support import REPO
 
 # Generous: a cold interpreter imports pydantic and the SDK.

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 
 from abilities_mcp.clients.enforcement import OWN_TOOLS, kind
-from abilities_mcp.prerequisites.workflows import TEMPLATES
+from abilities_mcp.prerequisites.templates import TEMPLATES
 from abilities_mcp.server.app import create_server
 from support import REPO, TEST_RETRY_BASE, run_hook, state_db, trust_project
 

@@ -38,7 +38,7 @@ import jsonschema
 import pytest
 from mcp import Client
 
-from abilities_mcp.prerequisites.workflows import TEMPLATES
+from abilities_mcp.prerequisites.templates import TEMPLATES
 from abilities_mcp.server.app import create_server
 from support import TEST_RETRY_BASE, run_hook
 

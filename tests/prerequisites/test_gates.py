@@ -17,7 +17,8 @@ from abilities_mcp.prerequisites.gates import (
 )
 from abilities_mcp.prerequisites.names import Name
 from abilities_mcp.prerequisites.sessions import Completion
-from abilities_mcp.prerequisites.workflows import TEMPLATES, WorkflowSet, parse_workflow, tool_categories
+from abilities_mcp.prerequisites.templates import TEMPLATES
+from abilities_mcp.prerequisites.workflows import WorkflowSet, parse_workflow, tool_categories
 
 
 def workflow(name: str, mode: str = "enforce", *, tools=(), keywords=(), category=None, steps=None, enabled=True):

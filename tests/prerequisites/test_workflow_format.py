@@ -13,8 +13,8 @@ from jsonschema import Draft202012Validator
 from abilities_mcp.errors import Diagnostic
 from abilities_mcp.prerequisites.in_force import Workflows
 from abilities_mcp.prerequisites.spec import check_file, json_schema
+from abilities_mcp.prerequisites.templates import TEMPLATES
 from abilities_mcp.prerequisites.workflows import (
-    TEMPLATES,
     TOOL_CACHE,
     Prerequisite,
     WorkflowSet,

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, ClientSession
 from mcp.client.stdio import stdio_client
 
-from abilities_mcp.prerequisites.workflows import TEMPLATES
+from abilities_mcp.prerequisites.templates import TEMPLATES
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.project import Project
 from support import REPO, stdio_params

@@ -8,7 +8,8 @@ from pathlib import Path
 from abilities_mcp.prerequisites.gates import REPORTED
 from abilities_mcp.prerequisites.names import Name
 from abilities_mcp.prerequisites.sessions import SessionState
-from abilities_mcp.prerequisites.workflows import TEMPLATES, WorkflowSet, parse_workflow
+from abilities_mcp.prerequisites.templates import TEMPLATES
+from abilities_mcp.prerequisites.workflows import WorkflowSet, parse_workflow
 from abilities_mcp.state.database import SCHEMA_VERSION, Database
 
 # Version 6's prerequisite records: one per session, workflow and step, whatever server ran it.

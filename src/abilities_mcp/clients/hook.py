@@ -17,8 +17,8 @@ prerequisites) and workflows.json, and answers on stdout in the client's format.
     start:  the live run (after compaction or resume) and a short catalog
     stop:   block while a strict run waits for the agent or a script; never twice in a row
 
-Clients (Claude Code, Codex, Gemini CLI, Cursor, OpenCode) differ only in EVENTS/KINDS (their event names),
-PARSERS (their payload as one Call) and RENDERERS (an Answer in their format); every gate above is shared.
+Clients (Claude Code, Codex, Gemini CLI, Cursor, OpenCode) differ only in payloads.py (their event names, their
+payload as one Call) and answers.py (an Answer in their format); every gate above is shared.
 
 Failure policy: a strict gate that cannot read its state refuses (exit 2, the reason on stderr: Claude Code gives
 it to the model, the OpenCode plugin throws it); any other failure lets the call through (exit 1, the reason on
@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import sys
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
 from ..prerequisites.in_force import workflows_in_force
@@ -45,61 +44,16 @@ from ..state.owners import client_of
 from ..state.project import GATEWAY_FILE, Project
 from ..state.trust import TrustStore
 from . import guards
+from .answers import DENY_EXIT, FAIL_OPEN_EXIT, Answer, joined, render
 from .enforcement import OWN_TOOLS, Verdict, kind, next_move, stop_verdict, tool_verdict, where
+from .payloads import EVENTS, KINDS, BadPayload, Call, event_name, parse
 from .position import Position, find
 from .servers import Entry, cursor_server, is_ours, known_names, runs_abilities_mcp
 
-EVENTS = {
-    "claude": ("PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"),
-    "opencode": ("tool-before", "tool-after"),
-    # Codex: codex-rs/hooks/src/events/*.rs; Claude Code's payloads and answers, `ask` refused.
-    "codex": ("PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"),
-    # Gemini CLI: packages/core/src/hooks/types.ts; AfterAgent is its Stop (deny: another turn).
-    "gemini": ("BeforeTool", "AfterTool", "BeforeAgent", "SessionStart", "AfterAgent"),
-    # Cursor: its hooks documentation (no source published); shell and MCP calls have events of their own.
-    "cursor": (
-        "beforeShellExecution",
-        "beforeMCPExecution",
-        "preToolUse",
-        "afterShellExecution",
-        "afterMCPExecution",
-        "postToolUse",
-        "beforeSubmitPrompt",
-        "sessionStart",
-        "stop",
-    ),
-}
-# Each client's event names in our terms.
-KINDS = {
-    "PreToolUse": "before",
-    "PostToolUse": "after",
-    "UserPromptSubmit": "prompt",
-    "SessionStart": "start",
-    "Stop": "stop",
-    "tool-before": "before",
-    "tool-after": "after",
-    "BeforeTool": "before",
-    "AfterTool": "after",
-    "BeforeAgent": "prompt",
-    "AfterAgent": "stop",
-    "beforeShellExecution": "before",
-    "beforeMCPExecution": "before",
-    "preToolUse": "before",
-    "afterShellExecution": "after",
-    "afterMCPExecution": "after",
-    "postToolUse": "after",
-    "beforeSubmitPrompt": "prompt",
-    "sessionStart": "start",
-    "stop": "stop",
-}
-# Claude Code cuts hook output strings here.
-MAX_OUTPUT_CHARS = 10_000
 # Permission modes in which Claude Code asks the person; elsewhere a `warn` workflow only tells the model.
 ASKING_MODES = {"default", "acceptEdits", "plan"}
 # Clients whose before-tool answer can hand the call to the person (Codex refuses `ask`: output_parser.rs).
 ASKING_CLIENTS = {"claude", "gemini", "cursor"}
-# Exit codes: 2 makes the client refuse the call; 1 is an error the client reports and goes on from.
-DENY_EXIT, FAIL_OPEN_EXIT = 2, 1
 # Clients whose calls reach this server without a session id: their hook announces each call to the server.
 # Codex and Gemini CLI send no session id with an MCP call either, and run the before-tool hook first
 # (tests/clients/test_codex.py, test_gemini.py); so the server files their runs under the client's session too.
@@ -107,88 +61,10 @@ ANNOUNCING_CLIENTS = {"opencode", "codex", "gemini"}
 # This server's tools whose answers depend on whether the session's hooks run (a self-report is refused where they
 # do): the hook marks the session as observed when it sees one of them called (state/claims.py).
 MARKING_TOOLS = {"workflow_record", "workflow_check"}
-# The line Gemini CLI ends a shell command's result with when the command failed (packages/core/src/tools/shell.ts).
-_GEMINI_EXIT = re.compile(r"^Exit Code: (-?\d+)$", re.M)
-
-
-# The payload fields each client sends that we read, and their JSON types (null counts as absent).
-_CLAUDE_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "session_id": str,
-    "tool_name": str,
-    "tool_input": dict,
-    "prompt": str,
-    "permission_mode": str,
-    "source": str,
-    "cwd": str,
-    "stop_hook_active": bool,
-    "agent_id": str,
-    "agent_type": str,
-}
-FIELD_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "claude": _CLAUDE_FIELDS,
-    "codex": _CLAUDE_FIELDS,
-    "gemini": {**_CLAUDE_FIELDS, "mcp_context": dict},
-    "opencode": {"sessionID": str, "tool": str, "args": dict, "subagent": str, "cwd": str, "failed": bool},
-    # beforeMCPExecution's tool_input is JSON text in some Cursor versions, an object in others.
-    "cursor": {
-        "conversation_id": str,
-        "tool_name": str,
-        "tool_input": (dict, str),
-        "command": str,
-        "url": str,
-        "prompt": str,
-        "cwd": str,
-        "workspace_roots": list,
-        "loop_count": int,
-    },
-}
-JSON_TYPES: dict[Any, str] = {
-    str: "a string",
-    dict: "an object",
-    bool: "true or false",
-    list: "an array",
-    int: "a number",
-    (dict, str): "an object or a string",
-}
 
 
 class StateUnreadable(Exception):
     """A strict gate could not read what it needs: the call is refused (exit 2) with this reason."""
-
-
-class BadPayload(ValueError):
-    """The client's JSON is not what its hook event sends: the call goes ahead (exit 1) with this reason."""
-
-
-class Call(NamedTuple):
-    """One hook event, in the same terms whichever client sent it."""
-
-    client: str
-    kind: str  # before | after | prompt | start | stop
-    session_id: str
-    tool: str
-    result: str | None  # what the tool returned (after)
-    prompt: str
-    subagent: str | None  # the subagent making the call, if one is
-    stop_hook_active: bool
-    permission_mode: str
-    source: str  # SessionStart: startup | resume | clear | compact
-    cwd: str
-    skill: str | None = None  # the skill a skill tool call loads, when it says
-    arguments: dict[str, Any] = {}  # the tool's arguments (a shell command, the file a write tool changes)
-    failed: bool = False  # after: the tool failed (an MCP result with isError, a shell command's error)
-    server: str | None = None  # the MCP server the payload names (Gemini CLI's mcp_context)
-    origin: str = ""  # Cursor: the command or url of the MCP server called (it sends no server name)
-
-
-class Answer(NamedTuple):
-    """What the hook says; empty fields say nothing."""
-
-    deny: str = ""  # refuse the tool call, telling the model why
-    ask: str = ""  # let the person decide (Claude Code), telling them why
-    context: str = ""  # for the model, the call going ahead
-    block_stop: str = ""  # keep the agent working, telling it why
-    message: str = ""  # for the person
 
 
 def main(
@@ -223,240 +99,6 @@ def main(
         )
         return FAIL_OPEN_EXIT
     return render(client, name, answer, stdout, stderr)
-
-
-def event_name(client: str, event: str) -> str | None:
-    """The event's canonical name; it may also be written kebab-case or in any case (pre-tool-use)."""
-    wanted = event.replace("-", "").replace("_", "").lower()
-    for known in EVENTS.get(client, ()):
-        if known == event or known.replace("-", "").lower() == wanted:
-            return known
-    return None
-
-
-def parse(client: str, kind: str, data: Any, event: str = "") -> Call:
-    """The client's JSON in our terms."""
-    _check_types(client, data)
-    return PARSERS[client](client, kind, data, event)
-
-
-def _parse_claude(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
-    """Claude Code, and Codex, which sends the same fields (codex-rs/hooks/src/schema.rs)."""
-    return Call(
-        client,
-        kind,
-        str(data.get("session_id") or ""),
-        str(data.get("tool_name") or ""),
-        _text(data.get("tool_response"), mcp=str(data.get("tool_name") or "").startswith("mcp__")),
-        str(data.get("prompt") or ""),
-        _subagent(data),
-        bool(data.get("stop_hook_active")),
-        str(data.get("permission_mode") or "default"),
-        str(data.get("source") or ""),
-        str(data.get("cwd") or ""),
-        _skill(data, "tool_name", "tool_input", "skill"),  # Claude Code's Skill tool: {skill, args}
-        _arguments(data.get("tool_input")),
-        failed=_is_error(data.get("tool_response")),
-    )
-
-
-def _parse_opencode(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
-    # The plugin sends the session a subagent's child session belongs to, and the subagent's name.
-    subagent = data.get("subagent")
-    return Call(
-        client,
-        kind,
-        str(data.get("sessionID") or ""),
-        str(data.get("tool") or ""),
-        _text(data.get("output")),
-        "",
-        str(subagent) if subagent is not None else None,
-        False,
-        "",
-        "",
-        str(data.get("cwd") or ""),
-        _skill(data, "tool", "args", "name"),  # OpenCode's skill tool: {name}
-        _arguments(data.get("args")),
-        failed=data.get("failed") is True,  # the plugin's reading of the result (opencode_plugin.js `failed`)
-    )
-
-
-def _parse_gemini(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
-    """Gemini CLI: Claude Code's field names; an MCP tool is named by its mcp_context as Claude Code would name it
-    (mcp__SERVER__TOOL), since Gemini's own mcp_SERVER_TOOL cannot be split when a name holds "_"."""
-    tool, server = str(data.get("tool_name") or ""), None
-    context = data.get("mcp_context")
-    if isinstance(context, dict) and context.get("server_name") and context.get("tool_name"):
-        server = str(context["server_name"])
-        tool = f"mcp__{server}__{context['tool_name']}"
-    response = data.get("tool_response")
-    failed = _gemini_failed(tool, response)
-    if isinstance(response, dict) and "llmContent" in response:  # {llmContent, returnDisplay, error}
-        response = response["llmContent"]
-    if isinstance(response, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in response):
-        response = "\n".join(p["text"] for p in response)  # an MCP tool's content as Gemini's text parts
-    return Call(
-        client,
-        kind,
-        str(data.get("session_id") or ""),
-        tool,
-        _text(response, mcp=tool.startswith("mcp__")),
-        str(data.get("prompt") or ""),
-        None,
-        bool(data.get("stop_hook_active")),
-        "default",
-        str(data.get("source") or ""),
-        str(data.get("cwd") or ""),
-        _skill({**data, "tool_name": tool}, "tool_name", "tool_input", "name"),  # activate_skill: {name}
-        _arguments(data.get("tool_input")),
-        failed=failed,
-        server=server,
-    )
-
-
-def _gemini_failed(tool: str, response: Any) -> bool:
-    """Gemini CLI's AfterTool for a call that failed: `error` set (an MCP result with isError, a tool that threw;
-    packages/core/src/core/coreToolHookTriggers.ts), or a shell command whose result ends with a non-zero exit code
-    (Gemini sets no `error` for one)."""
-    if not isinstance(response, dict):
-        return False
-    if response.get("error"):
-        return True
-    text = response.get("llmContent")
-    return tool == "run_shell_command" and isinstance(text, str) and any(c != "0" for c in _GEMINI_EXIT.findall(text))
-
-
-def _parse_cursor(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
-    """Cursor: the conversation is the session; a shell command is the Shell tool. An MCP call names the bare tool
-    and, instead of its server's name, the server's command or url (`origin`): the hook finds the server whose
-    command that is in .cursor/mcp.json (Hook.name); the tool is `mcp__TOOL` until then."""
-    roots = [r for r in data.get("workspace_roots") or [] if isinstance(r, str) and r]
-    cwd = roots[0] if roots else str(data.get("cwd") or "")
-    tool, arguments, result = str(data.get("tool_name") or ""), data.get("tool_input"), data.get("tool_output")
-    origin = ""
-    if event in ("beforeShellExecution", "afterShellExecution"):
-        tool, arguments, result = "Shell", {"command": data.get("command"), "cwd": data.get("cwd")}, data.get("output")
-    elif event in ("beforeMCPExecution", "afterMCPExecution"):
-        tool, result = MCP_PREFIX + tool.removeprefix(MCP_PREFIX), data.get("result_json")
-        origin = str(data.get("command") or data.get("url") or "")
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            arguments = {}
-    return Call(
-        client,
-        kind,
-        str(data.get("conversation_id") or ""),
-        tool,
-        _text(result, mcp=tool.startswith("mcp__")),
-        str(data.get("prompt") or ""),
-        None,
-        bool(data.get("loop_count")),  # stop: a follow-up already ran this loop
-        "default",
-        "",
-        cwd,
-        None,
-        _arguments(arguments),
-        failed=_is_error(result),
-        origin=origin,
-    )
-
-
-PARSERS = {
-    "claude": _parse_claude,
-    "codex": _parse_claude,
-    "gemini": _parse_gemini,
-    "cursor": _parse_cursor,
-    "opencode": _parse_opencode,
-}
-
-
-def _check_types(client: str, data: Any) -> None:
-    """Refuse a payload whose fields have the wrong JSON types, naming the field: read as text, `tool_name: 5` or
-    `tool_input: "x"` would slip past every gate as a tool nobody configured."""
-    if not isinstance(data, dict):
-        raise BadPayload(
-            f"the hook input is {_json_type(data)}, not a JSON object; the client sends one object per event "
-            "(a wrapper script that changes stdin is the usual cause)"
-        )
-    for key, wanted in FIELD_TYPES[client].items():
-        value = data.get(key)
-        if value is not None and not isinstance(value, wanted):
-            shown = json.dumps(value, ensure_ascii=True)
-            raise BadPayload(
-                f"the hook input's {key!r} is {_json_type(value)} ({shown[:60]}), not {JSON_TYPES[wanted]}; the "
-                "client sends it as one (a wrapper script that changes stdin is the usual cause)"
-            )
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, float):
-        return "a number"
-    return JSON_TYPES.get(type(value), type(value).__name__)
-
-
-def _arguments(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _skill(data: dict[str, Any], tool_key: str, arguments_key: str, name_key: str) -> str | None:
-    """The skill a skill tool call loads, when the call is one and says which."""
-    arguments = data.get(arguments_key)
-    if kind(str(data.get(tool_key) or "")) != "skill" or not isinstance(arguments, dict):
-        return None
-    value = arguments.get(name_key)
-    return value if isinstance(value, str) and value else None
-
-
-def _subagent(data: dict[str, Any]) -> str | None:
-    """The subagent making the call: Claude Code sends agent_id only from inside one (agent_type alone means the
-    whole session runs as that agent, `claude --agent X`)."""
-    if not data.get("agent_id"):
-        return None
-    return str(data.get("agent_type") or "")
-
-
-def _text(value: Any, mcp: bool = False) -> str | None:
-    """What a tool returned, as text; an MCP tool's content blocks as the text the model reads."""
-    if value is None:
-        return None
-    if mcp:
-        blocks = _content_blocks(value)
-        if blocks is not None:
-            return "\n".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _is_error(value: Any) -> bool:
-    """An MCP tool's result that says it failed (`isError: true`), as an object or as its JSON text (Codex's
-    PostToolUse, Cursor's result_json, a Claude Code version that sent a failed call's PostToolUse)."""
-    if isinstance(value, str) and value.lstrip().startswith("{"):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return False
-    return isinstance(value, dict) and value.get("isError") is True
-
-
-def _content_blocks(value: Any) -> list[dict[str, Any]] | None:
-    """An MCP result's content ([{type, text}, ...], or {content: [...]}, or either as JSON text); None otherwise."""
-    if isinstance(value, str) and value.lstrip().startswith(("[", "{")):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    if isinstance(value, dict):
-        value = value.get("content")
-    if not isinstance(value, list) or not value:
-        return None
-    if not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in value):
-        return None
-    if not any(b["type"] == "text" for b in value):
-        return None
-    return value
 
 
 def _project(call: Call) -> Project:
@@ -602,7 +244,7 @@ def before(hook: Hook) -> Answer:
         _announce(hook, served.raw)
         return Answer(context=verdict.context)
     gate = _workflow_answer(hook, hook.upstream() or hook.name)
-    return gate._replace(context=_joined(verdict.context, gate.context))
+    return gate._replace(context=joined(verdict.context, gate.context))
 
 
 def _announce(hook: Hook, name: str) -> None:
@@ -702,7 +344,7 @@ def prompt(hook: Hook) -> Answer:
     if found:
         parts.append(suggestions_text(found))
     parts.append(_keyword_note(hook))
-    return Answer(context=_joined(*parts))
+    return Answer(context=joined(*parts))
 
 
 def _keyword_note(hook: Hook) -> str:
@@ -725,7 +367,7 @@ def start(hook: Hook) -> Answer:
     from .briefing import abilities, catalog
 
     return Answer(
-        context=_joined(_run_note(hook.position()), catalog(hook.project, abilities(hook.project), hook.workflows))
+        context=joined(_run_note(hook.position()), catalog(hook.project, abilities(hook.project), hook.workflows))
     )
 
 
@@ -742,108 +384,3 @@ def stop(hook: Hook) -> Answer:
 
 
 HANDLERS = {"before": before, "after": after, "prompt": prompt, "start": start, "stop": stop}
-
-
-def _joined(*parts: str) -> str:
-    return "\n\n".join(p for p in parts if p)
-
-
-def render(client: str, event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
-    """The answer in the client's format; returns the exit code."""
-    return RENDERERS[client](event, answer, stdout, stderr)
-
-
-def _render_claude(event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
-    return _write(stdout, _claude_output(event, answer))
-
-
-def _render_codex(event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
-    """Claude Code's shape; Codex refuses `ask` (output_parser.rs: "unsupported permissionDecision:ask"), so a
-    warn workflow's question reaches the model as context."""
-    if answer.ask:
-        answer = answer._replace(ask="", context=answer.context or answer.ask)
-    return _write(stdout, _claude_output(event, answer))
-
-
-def _render_gemini(event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
-    """Gemini CLI: `decision` deny|ask with a `reason` (BeforeTool), deny to keep the agent going (AfterAgent),
-    hookSpecificOutput.additionalContext where the event reads it (AfterTool, BeforeAgent, SessionStart);
-    BeforeTool has no context for the model, so its advice goes to the person."""
-    out: dict[str, Any] = {}
-    if answer.deny:
-        out |= {"decision": "deny", "reason": _cut(answer.deny)}
-    elif answer.ask:
-        out |= {"decision": "ask", "reason": _cut(answer.ask), "systemMessage": _cut(answer.ask)}
-    elif answer.block_stop:
-        out |= {"decision": "deny", "reason": _cut(answer.block_stop)}
-    if answer.context and not (answer.deny or answer.ask):
-        if event == "BeforeTool":
-            out["systemMessage"] = _cut(answer.context)
-        elif event != "AfterAgent":
-            out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": _cut(answer.context)}
-    if answer.message and "systemMessage" not in out:
-        out["systemMessage"] = _cut(answer.message)
-    return _write(stdout, out)
-
-
-def _render_cursor(event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
-    """Cursor: `permission` deny|ask with a message for the person and one for the agent (before events; nothing
-    on allow, so Cursor's own approval still decides), `followup_message` to keep the agent going (stop),
-    `additional_context` (postToolUse, sessionStart); beforeSubmitPrompt and the after-execution events take
-    nothing back."""
-    out: dict[str, Any] = {}
-    if answer.deny or answer.ask:
-        text = _cut(answer.deny or answer.ask)
-        out = {"permission": "deny" if answer.deny else "ask", "user_message": text, "agent_message": text}
-    elif answer.block_stop:
-        out = {"followup_message": _cut(answer.block_stop)}
-    elif answer.context and event in ("postToolUse", "sessionStart"):
-        out = {"additional_context": _cut(answer.context)}
-    return _write(stdout, out)
-
-
-def _write(stdout: IO[str], out: dict[str, Any]) -> int:
-    if out:
-        stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
-    return 0
-
-
-def _claude_output(event: str, answer: Answer) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    specific: dict[str, Any] = {"hookEventName": event}
-    if answer.deny:
-        specific |= {"permissionDecision": "deny", "permissionDecisionReason": _cut(answer.deny)}
-    elif answer.ask:
-        specific |= {"permissionDecision": "ask", "permissionDecisionReason": _cut(answer.ask)}
-    if answer.context and not answer.deny and event != "Stop":
-        specific["additionalContext"] = _cut(answer.context)
-    if len(specific) > 1:
-        out["hookSpecificOutput"] = specific
-    if answer.block_stop:
-        out |= {"decision": "block", "reason": _cut(answer.block_stop)}
-    if answer.message:
-        out["systemMessage"] = _cut(answer.message)
-    return out
-
-
-def _render_opencode(event: str, answer: Answer, stdout: IO[str], stderr: IO[str]) -> int:
-    if answer.deny:
-        print(answer.deny, file=stderr)
-        return DENY_EXIT
-    text = _joined(answer.context or answer.ask, answer.message)
-    if text:
-        stdout.write(json.dumps({"context": _cut(text)}, ensure_ascii=False) + "\n")
-    return 0
-
-
-RENDERERS = {
-    "claude": _render_claude,
-    "codex": _render_codex,
-    "gemini": _render_gemini,
-    "cursor": _render_cursor,
-    "opencode": _render_opencode,
-}
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= MAX_OUTPUT_CHARS else text[: MAX_OUTPUT_CHARS - 20] + " [... truncated]"

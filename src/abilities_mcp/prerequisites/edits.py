@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AbilitiesError, did_you_mean
-from .workflows import META_KEYS, TEMPLATES, parse_json
+from .templates import TEMPLATES
+from .workflows import META_KEYS, parse_json
 
 
 class WorkflowFileError(AbilitiesError):
