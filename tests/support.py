@@ -249,6 +249,17 @@ class Terminal:
             os.close(self.master)
 
 
+# A sitecustomize.py that makes a pipe look like a person's terminal: isatty() says yes, and the terminal is one no
+# process holds (so no agent is found on its other end).
+FAKE_TERMINAL = (
+    "import os, sys\n"
+    "os.isatty = lambda fd: True\n"
+    "os.ttyname = lambda fd: '/dev/pts/4242'\n"
+    "for stream in (sys.stdin, sys.stdout):\n"
+    "    stream.isatty = lambda: True\n"
+)
+
+
 def cli(root: Path, *args: str) -> list[str]:
     return [*CLI, *args, "--root", str(root)]
 

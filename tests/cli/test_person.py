@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from abilities_mcp.cli import person
-from support import GATED, Terminal, cli, stored_run
+from support import FAKE_TERMINAL, GATED, Terminal, cli, stored_run
 
 # A command that ends by itself: refused at once, or waiting at the [y/N] prompt for the "y" it was sent.
 ROUTE_TIMEOUT_SECONDS = 30
@@ -100,17 +100,6 @@ async def test_an_agents_route_to_a_terminal_is_refused_and_nothing_is_recorded(
     assert "refused" in said and "Recorded" not in said, said
     assert stored_run(root, run_id).status == "awaiting_approval"
     assert not (root / "deployed").exists()
-
-
-# A sitecustomize.py that makes a pipe look like a person's terminal: isatty() says yes, and the terminal is one no
-# process holds (so no agent is found on its other end).
-FAKE_TERMINAL = (
-    "import os, sys\n"
-    "os.isatty = lambda fd: True\n"
-    "os.ttyname = lambda fd: '/dev/pts/4242'\n"
-    "for stream in (sys.stdin, sys.stdout):\n"
-    "    stream.isatty = lambda: True\n"
-)
 
 
 async def test_a_pythonpath_shim_that_makes_isatty_say_yes_does_not_run_in_the_command(

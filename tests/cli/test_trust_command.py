@@ -13,7 +13,7 @@ from abilities_mcp.cli import person
 from abilities_mcp.cli.trust import changes, trust_all
 from abilities_mcp.state.project import Project
 from abilities_mcp.state.trust import TrustStore
-from support import Terminal, cli, trust_project
+from support import FAKE_TERMINAL, Terminal, cli, trust_project
 
 # A command's bound: it starts, reads the project and answers well within this, or something hangs.
 COMMAND_TIMEOUT = 60
@@ -24,13 +24,6 @@ steps:
   - {id: deploy, type: script, run: touch deployed, needs: [approve]}
 settings: {enforcement: strict}
 """
-FAKE_TERMINAL = (
-    "import os, sys\n"
-    "os.isatty = lambda fd: True\n"
-    "os.ttyname = lambda fd: '/dev/pts/4242'\n"
-    "for stream in (sys.stdin, sys.stdout):\n"
-    "    stream.isatty = lambda: True\n"
-)
 
 
 def person_env() -> dict[str, str]:
