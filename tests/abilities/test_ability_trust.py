@@ -168,6 +168,7 @@ async def test_an_agent_that_edits_the_ability_to_loose_cannot_approve_its_own_d
         args = {"run_id": run["run_id"], "step_id": "approve", "approved": True}
         refused = await client.call_tool("ability_approve", args)
         assert refused.is_error
+        assert "strict → loose" in refused.content[0].text and "`abilities-mcp trust`" in refused.content[0].text
         await client.call_tool("ability_cancel", {"run_id": run["run_id"]})
     assert not (root / "deployed").exists()
 

@@ -83,7 +83,8 @@ class Session:
         """Under enforcement: loose an out-of-step call is answered with a warning and changes nothing."""
         record = self.store.get_run(run_id) if run_id else None
         if record is None or record.enforcement != "loose":
-            raise ToolError(str(refusal)) from refusal
+            note = f" ({record.trust_note}.)" if record is not None and record.trust_note else ""
+            raise ToolError(f"{refusal}{note}") from refusal  # why the file's own level does not hold, if it does not
         return self.view(record.run_id, f"Not done (enforcement: loose, so this is a warning): {refusal}")
 
     def session_id(self, ctx: Context) -> str:
