@@ -151,7 +151,7 @@ def run_claude(
     claude = installed(CLAUDE_CODE)
     home, tmp = base / "home", base / "tmp"
     home.mkdir(exist_ok=True)
-    tmp.mkdir()
+    tmp.mkdir(exist_ok=True)  # a scenario may run the client twice in one folder
     with ScriptedAnthropic(turns, subagent_turns) as model:
         env = {
             **client_env(base),
