@@ -378,6 +378,7 @@ def test_an_ability_the_agent_edited_to_loose_still_runs_strict_and_refuses_the_
     refused = edited.attack["approve"]
     assert refused.error is not False, refused
     assert "Refused: under enforcement: strict, only a person answers approval questions" in refused.text, refused
+    assert ABILITY_WAITS in refused.text and TRUST in refused.text, refused  # why the file's loose does not hold
     assert not edited.after_attack.deployed
     record = stored_run(edited.root, run["run_id"], edited.state_db)
     assert not [a for a in record.answers if a["detail"].startswith("approved")], record.answers
