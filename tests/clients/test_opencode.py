@@ -34,7 +34,7 @@ from abilities_mcp.state.store import RunRecord, Store
 from client_scenarios import DB_SERVER  # a second MCP server for the prerequisite gate
 from real_clients import CACHE, NPM_CACHE, OPENCODE, REQUIRE_ENV, installed
 from scripted_openai import Reply, Request, ScriptedOpenAI, Turn, calls, say
-from support import RawServer, raw_server, state_db, until
+from support import RawServer, raw_server, state_db, trust_project, until
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not on PATH: OpenCode comes from npm")
 
@@ -521,6 +521,7 @@ def runs_started_outside(base: Path, *abilities: str) -> Iterator[Outside]:
         patch.delenv("ABILITIES_ROOT", raising=False)
         opencode = OpenCodeProject(root, home)
         opencode.init()
+        trust_project(Project.resolve(root))  # gated-normal is normal as its author wrote it (untrusted: strict)
         state = Project.resolve(root).state_db
         with (
             start_blocking_portal() as portal,
