@@ -19,14 +19,14 @@ STALL_SECONDS = 20
 async def test_a_slow_ability_load_does_not_hold_up_other_calls(project, write, monkeypatch) -> None:
     write("a", "description: a\nsteps:\n  - {id: s, type: script, run: 'true'}\n")
     entered, release = threading.Event(), threading.Event()
-    real = catalog_module.load_definition
+    real = catalog_module.load_in_force
 
     def stalled(*args, **kwargs):
         entered.set()
         release.wait(STALL_SECONDS)  # were this on the event loop, nothing else could answer meanwhile
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(catalog_module, "load_definition", stalled)
+    monkeypatch.setattr(catalog_module, "load_in_force", stalled)
     answered: list[str] = []
     async with Client(create_server(project)) as client:
         async with anyio.create_task_group() as tg:

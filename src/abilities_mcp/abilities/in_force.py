@@ -50,5 +50,6 @@ def _strictest(definition: Definition, shown: str) -> Definition:
 
 def _noted(definition: Definition, status: str, note: str) -> Definition:
     definition.trust, definition.trust_note = status, note
-    definition.warnings = [*definition.warnings, Diagnostic(str(definition.path), "", note)]
+    if status == "waiting":  # validate says so; a file nobody trusted yet is no problem of the file (ability_list says)
+        definition.warnings = [*definition.warnings, Diagnostic(str(definition.path), "", note)]
     return definition
