@@ -186,6 +186,7 @@ def test_agent_files_are_reread_only_when_they_change(
     agent_file("other.md", "abilities: [elsewhere]")
     reads: list[Path] = []
     real_read = agents.read_agent_file
+
     def counted(p: Path, raw: bytes | None = None):
         if raw is None:  # the file itself, not the version a person trusted
             reads.append(p)
