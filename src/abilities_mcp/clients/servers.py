@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from . import jsonc
+
 # init's default --name: this server's name in a client whose configs name no server that runs abilities-mcp.
 DEFAULT_NAME = "abilities"
 # The console script, by name or path (`init --command` writes either).
@@ -28,10 +30,6 @@ RUNNERS = {"uvx", "uv", "pipx", "env"}
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 # OpenCode names a tool `<server>_<tool>`, each part with anything but letters, digits, "_" and "-" made "_".
 _OPENCODE_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
-# JSON with comments (Gemini CLI's, OpenCode's and Cursor's files may have them): a string (kept), a comment
-# (dropped); then a comma before a closing bracket (dropped).
-_COMMENT = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', re.S)
-_COMMA = re.compile(r'"(?:\\.|[^"\\])*"|,(?=\s*[}\]])')
 
 
 class Entry(NamedTuple):
@@ -231,14 +229,10 @@ def _read_json(path: Path) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         pass
-    try:
-        return json.loads(_COMMA.sub(_keep_strings, _COMMENT.sub(_keep_strings, text)))
+    try:  # JSON with comments: Gemini CLI's, OpenCode's and Cursor's files may have them
+        return json.loads(jsonc.strip(text))
     except (ValueError, RecursionError):
         return None
-
-
-def _keep_strings(match: re.Match[str]) -> str:
-    return match.group() if match.group().startswith('"') else ""
 
 
 def _read_toml(path: Path) -> Any:

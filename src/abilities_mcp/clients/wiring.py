@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from .configs import CLAUDE_HOOKS, CLIENT_HOOKS, PLUGIN_TOKEN, desktop_config_path, is_our_hook
 from .jsonc import read_object
 from .moves import GATEWAY_CLIENTS
+from .servers import runs_abilities_mcp
 
 # The files whose presence says a project is set up for a client (Claude Desktop's config is the user's).
 CLIENT_FILES = {
@@ -92,9 +93,8 @@ def unreadable(client: str, root: Path, home: Path) -> Path | None:
 
 
 def serves(argv: list[str]) -> bool:
-    """Whether an argv runs this server: abilities-mcp (or `-m abilities_mcp`), then `serve`."""
-    names = {Path(word).name for word in argv}
-    return "serve" in argv and bool(names & {"abilities-mcp", "abilities-mcp.exe", "abilities_mcp"})
+    """Whether an argv runs this server: abilities-mcp (as the hook tells it: servers.py), then `serve`."""
+    return "serve" in argv and runs_abilities_mcp(argv)
 
 
 def hooks(client: str, root: Path) -> Hooks | None:
