@@ -146,6 +146,19 @@ def test_a_tightening_edit_applies_at_once(root: Path, project: Project) -> None
     assert definition.trust == "tightened" and definition.ability.settings.enforcement == "strict"
 
 
+def test_a_file_unreadable_at_its_read_is_not_read_again_and_runs_nothing(
+    root: Path, project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import abilities_mcp.abilities.in_force as in_force
+
+    write(root, GATED.replace("strict", "loose"))  # what a second read would find: swapped back in time
+    monkeypatch.setattr(in_force, "read_raw", lambda path: "the file is a FIFO, not a regular file")
+    catalog = Catalog(project)
+    definition = catalog.get("deploy/production")
+    assert definition.ability is None and not catalog.is_valid(definition)
+    assert "FIFO" in definition.diagnostics[0].message
+
+
 def test_a_file_swapped_for_a_broken_one_runs_nothing(root: Path, project: Project) -> None:
     path = write(root, GATED)
     trust_project(project)

@@ -23,8 +23,10 @@ STRICTEST = {"enforcement": "strict"}
 def load_in_force(path: Path, name: str, scope: str, trust: TrustStore) -> Definition:
     """The definition the server runs for this file, with its trust status and the note runs carry."""
     raw = read_raw(path)
+    if isinstance(raw, str):  # never read it again to see why: a second read may find another file
+        return Definition(name, path, scope, None, [Diagnostic(str(path), "", raw)])
     now = load_definition(path, name, scope, raw)
-    if raw is None or now.ability is None:
+    if now.ability is None:
         return now  # it does not load: nothing runs, trusted or not; validate says why
     record = trust.record(path)
     if record is not None and hashlib.sha256(raw).hexdigest() == record.sha256:

@@ -85,13 +85,15 @@ def load_definition(path: Path, derived_name: str, scope: str, raw: bytes | None
     return Definition(derived_name, path, scope, None, [Diagnostic(str(path), "", why)])
 
 
-def read_raw(path: Path) -> bytes | None:
-    """A file's bytes, bounded (one byte past the limit, so the loader can say it is too big); None when it cannot
-    be read (the loader then says why)."""
+def read_raw(path: Path) -> bytes | str:
+    """A file's bytes, bounded (one byte past the limit, so the loader can say it is too big), or why it cannot
+    be read: the caller judges these bytes and no others (a file swapped for another between two reads)."""
     try:
         return read_bytes(path, MAX_FILE_BYTES + 1)
-    except (Unreadable, OSError):
-        return None
+    except Unreadable as exc:
+        return f"the file {exc}"
+    except OSError as exc:
+        return f"cannot read the file: {exc}"
 
 
 def _load(path: Path, derived_name: str, scope: str, raw: bytes | None) -> Definition:
