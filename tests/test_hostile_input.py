@@ -22,7 +22,7 @@ from mcp import Client
 
 import abilities_mcp
 from abilities_mcp.files import MAX_NESTING
-from support import raw_server, run_hook, state_db
+from support import MODERN_ENVELOPE, raw_server, run_hook, state_db
 
 # A case is over in well under this; a hang (a FIFO opened for reading) would sit here until the bound.
 CASE_TIMEOUT_SECONDS = 60
@@ -523,28 +523,65 @@ PROTOCOL_LINES = {
     "top-level-array": (b'[{"jsonrpc":"2.0","id":47,"method":"ping"}]', None, -32600),
     "string-id-jsonrpc-missing": (b'{"id":"x-48","method":"ping"}', "x-48", -32600),
     "invalid-utf-8-in-a-string": (b'{"jsonrpc":"2.0","id":49,"method":"ping","params":{"x":"\xff"}}', 49, None),
+    # The SDK read these as notifications (an id that is not a string or an integer is no id to it): no answer.
+    "id-with-a-fraction": (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, -32600),
+    "id-an-object": (b'{"jsonrpc":"2.0","id":{},"method":"ping"}', None, -32600),
+    "id-null": (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', None, -32600),
+    "id-true": (b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}', None, -32600),
 }
 
 
-@pytest.mark.parametrize("case", list(PROTOCOL_LINES), ids=list(PROTOCOL_LINES))
-async def test_every_protocol_line_is_answered_and_the_server_goes_on_serving(tmp_path: Path, case: str) -> None:
+# Each line in the 2025-11-25 era; the ids in the 2026-07-28 one too (no handshake: a request stands alone there).
+ERAS = [(case, False) for case in PROTOCOL_LINES] + [(case, True) for case in PROTOCOL_LINES if case.startswith("id-")]
+
+
+@pytest.mark.parametrize(("case", "modern"), ERAS, ids=[f"{c}-{'2026' if m else '2025'}" for c, m in ERAS])
+async def test_every_protocol_line_is_answered_and_the_server_goes_on_serving(
+    tmp_path: Path, case: str, modern: bool
+) -> None:
     line, request_id, code = PROTOCOL_LINES[case]
     root, _ = _project(tmp_path, "abilities/x.yaml", _text(GOOD))
 
-    async with raw_server(root, tmp_path / "server.log") as server:
+    async with raw_server(root, tmp_path / "server.log", modern=modern) as server:
         assert server.process.stdin is not None
         await server.process.stdin.send(line + b"\n")
         with anyio.fail_after(CASE_TIMEOUT_SECONDS):  # before the fix: no answer, ever
             answer = json.loads(await server.stdout.receive_until(b"\n", 1 << 20))
-        pong = await server.request("ping", {})
+        pong = await server.request("tools/list" if modern else "ping", {})
 
     assert answer["jsonrpc"] == "2.0" and answer["id"] == request_id, answer
     if code is None:
         assert "result" in answer, answer
     else:
         assert answer["error"]["code"] == code and "JSON-RPC 2.0" in answer["error"]["message"], answer
-    assert pong == {}
+    assert pong == {} or pong["tools"], pong
     assert "Traceback" not in (tmp_path / "server.log").read_text()
+
+
+HELD = "description: holds until the test lets it go\nsteps:\n  - {id: hold, type: script, run: 'while [ ! -e go ]; do sleep 0.02; done'}\n"
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["2025-11-25", "2026-07-28"])
+async def test_an_id_already_in_flight_is_refused_and_both_requests_are_answered(tmp_path: Path, modern: bool) -> None:
+    root, _ = _project(tmp_path, "abilities/held.yaml", _text(HELD))
+    meta = {"_meta": MODERN_ENVELOPE} if modern else {}
+
+    async with raw_server(root, tmp_path / "server.log", modern=modern) as server:
+        run = {"name": "ability_run", "arguments": {"name": "held", "wait_seconds": 60}, **meta}
+        await server.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": run})
+        await server.send({"jsonrpc": "2.0", "id": "7", "method": "tools/list", "params": meta})
+        with anyio.fail_after(CASE_TIMEOUT_SECONDS):  # before the fix: the SDK took both for one id
+            second = await server.read()
+            (root / "go").touch()
+            first = await server.read()
+        await server.send({"jsonrpc": "2.0", "id": "7", "method": "tools/list", "params": meta})
+        with anyio.fail_after(CASE_TIMEOUT_SECONDS):
+            again = await server.read()
+
+    assert second["id"] == "7" and second["error"]["code"] == -32600, second
+    assert "already taken by a request still in flight" in second["error"]["message"], second
+    assert first["id"] == 7 and first["result"]["structuredContent"]["status"] == "completed", first
+    assert again["id"] == "7" and again["result"]["tools"], "an id is free again once it is answered"
 
 
 # --- placeholders handed to commands that run their argument as code ------------------------------------------------

@@ -4,7 +4,9 @@ Our own rather than the SDK's, for two reasons. The SDK's reader drops a line th
 JSON, `"jsonrpc": "1.0"`, params that are not an object, nesting past its parser's depth, a lone surrogate): no
 answer, so a caller waits forever for its request (docs/upstream/mcp-sdk-malformed-messages.md). Here each such line
 is answered as JSON-RPC 2.0 says: -32700 when it does not parse, -32600 when it parses but is not a valid message,
-with the request's id whenever one can be read (null otherwise), and the server goes on serving. And the SDK moves
+with the request's id whenever one can be read (null otherwise), and the server goes on serving. A request whose id
+is not a string or an integer (1.5, null, true, {}), which the SDK takes for a notification, and one whose id is
+already in flight ("7" while 7 is: the SDK takes them for one id), are refused the same way. And the SDK moves
 every line read and every answer written through a worker thread (three thread round trips a call); here the
 event loop waits on the descriptors themselves, and each line is parsed once.
 """
@@ -26,6 +28,7 @@ import anyio
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
@@ -61,11 +64,12 @@ async def wire(
         incoming, read_stream = anyio.create_memory_object_stream[Incoming](0)
         write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
         answers = write_stream.clone()  # refusals of unreadable lines, written in turn with the server's answers
-        out = Stdout(stdout, lane)
+        ids = InFlight()
+        out = Stdout(stdout, lane, ids)
         async with anyio.create_task_group() as tg:
             if lane is not None:
                 lane.attach(tg, out.write, out.write_now)
-            tg.start_soon(_read, stdin, incoming, answers, lane)
+            tg.start_soon(_read, stdin, incoming, answers, lane, ids)
             writer = anyio.Event()
             tg.start_soon(_write, outgoing, out, writer)
             try:
@@ -85,12 +89,13 @@ async def _read(
     incoming: MemoryObjectSendStream[Incoming],
     answers: MemoryObjectSendStream[SessionMessage],
     lane: Lane | None,
+    ids: InFlight,
 ) -> None:
     """Each line to the server, answered with a refusal when it is not a message; the lane's calls it takes on
     arrival, in the loop's own callback (server/lane.py), or here when lines before them still wait."""
     taken = _taker(lane) if lane is not None else None
     async with incoming, answers:
-        async for item, offered in Inbox(fd, _message, taken).items():
+        async for item, offered in Inbox(fd, ids.parse, taken).items():
             if item is None:
                 continue
             if isinstance(item, _Refusal):
@@ -113,11 +118,62 @@ def _message(line: bytes, whole: bool) -> types.JSONRPCMessage | _Refusal | None
     if not whole:
         return _Refusal(_too_long(text))
     try:
-        return types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+        message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValidationError as exc:
         answer = refusal_of(text, exc)
         log.warning("refused a protocol line (%s): %.*s", answer.error.message, SHOWN_CHARS, text.strip())
         return _Refusal(answer)
+    if isinstance(message, types.JSONRPCNotification) and (bad := _unusable_id(text)) is not None:
+        return _refused(INVALID_ID.format(bad), None, text)
+    return message
+
+
+INVALID_ID = "Invalid Request: id {}: a request's id is a string or an integer (never null)"
+REUSED_ID = (
+    'Invalid Request: the id {!r} is already taken by a request still in flight (7 and "7" are one id); use a new id'
+)
+
+
+def _refused(what: str, request_id: types.RequestId | None, text: str) -> _Refusal:
+    log.warning("refused a protocol line (%s): %.*s", what, SHOWN_CHARS, text.strip())
+    error = types.ErrorData(
+        code=types.INVALID_REQUEST, message=f"{what[:SHOWN_CHARS]}; send one JSON-RPC 2.0 object per line"
+    )
+    return _Refusal(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+def _unusable_id(text: str) -> str | None:
+    """The top-level id of a line the SDK read as a notification, as JSON, when it has one (1.5, null, true, {}):
+    it was meant as a request, and JSON-RPC answers an id it cannot use with null."""
+    found, value = _top_level_id(text)
+    if not found:
+        return None
+    return "an object" if value is _NESTED else json.dumps(value)
+
+
+class InFlight:
+    """The ids of the client's requests not yet answered, as the SDK correlates them ("7" and 7 one id): a request
+    whose id is taken is refused at the door; the SDK would overwrite the first and answer one of them."""
+
+    def __init__(self) -> None:
+        self._open: set[int | str] = set()
+
+    def parse(self, line: bytes, whole: bool) -> types.JSONRPCMessage | _Refusal | None:
+        message = _message(line, whole)
+        if isinstance(message, types.JSONRPCRequest):
+            key = coerce_request_id(message.id)
+            if key in self._open:
+                return _refused(REUSED_ID.format(message.id), message.id, line.decode("utf-8", "replace"))
+            self._open.add(key)
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            cancelled = (message.params or {}).get("requestId")  # never answered now: its id is free again
+            if type(cancelled) in (int, str):
+                self._open.discard(coerce_request_id(cancelled))
+        return message
+
+    def answered(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+            self._open.discard(coerce_request_id(message.id))
 
 
 def _taker(lane: Lane) -> Callable[[types.JSONRPCMessage | _Refusal | None], bool]:
@@ -141,14 +197,15 @@ class Stdout:
     """The protocol's stdout: each message a whole line, whoever writes it (the server's writer task, the lane, which
     writes its answers itself rather than hand them to another task, even from a loop callback: `write_now`)."""
 
-    def __init__(self, fd: int, lane: Lane | None):
-        self.fd, self.lane = fd, lane
+    def __init__(self, fd: int, lane: Lane | None, ids: InFlight | None = None):
+        self.fd, self.lane, self.ids = fd, lane, ids or InFlight()
         self._writing = anyio.Lock(fast_acquire=True)  # lines never interleave; uncontended, taking it does not yield
         self._broken = False
         self._backlog: deque[bytes] = deque()  # what write_now could not write at once, in order: written first
         self._flushing: asyncio.Task[None] | None = None
 
     async def write(self, message: types.JSONRPCMessage) -> None:
+        self.ids.answered(message)
         if self.lane is not None:
             self.lane.sent(message)
         if self._broken:
@@ -269,26 +326,34 @@ def refusal_of(line: str, exc: ValidationError) -> types.JSONRPCError:
 def request_id(line: str) -> int | str | None:
     """The top-level "id" of a line, read without parsing the rest (which may nest 100,000 deep or not parse at
     all); None when there is none to read."""
+    value = _top_level_id(line)[1]
+    return value if type(value) in (int, str) else None
+
+
+_NESTED = object()  # an id that is an object or an array, left unread
+
+
+def _top_level_id(line: str) -> tuple[bool, object]:
+    """Whether a line has a top-level "id", and its value (_NESTED for an object or array)."""
     text = line.strip()
     try:
         if not text.startswith("{"):
-            return None
+            return False, None
         i = _space(text, 1)
         while text[i] != "}":
             key, i = _DECODER.raw_decode(text, i)
             i = _space(text, i)
             if text[i] != ":" or not isinstance(key, str):
-                return None
+                return False, None
             i = _space(text, i + 1)
             if key == "id":
-                value = _DECODER.raw_decode(text, i)[0] if text[i] not in "[{" else None
-                return value if type(value) in (int, str) else None
+                return True, _DECODER.raw_decode(text, i)[0] if text[i] not in "[{" else _NESTED
             i = _space(text, _skip(text, i))
             if text[i] == ",":
                 i = _space(text, i + 1)
     except (ValueError, IndexError, RecursionError):
-        return None
-    return None
+        return False, None
+    return False, None
 
 
 def _space(text: str, i: int) -> int:
