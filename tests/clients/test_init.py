@@ -442,6 +442,20 @@ def test_merge_keeps_other_keys_other_servers_the_order_and_the_indentation(
     assert path.read_text(encoding="utf-8") == json.dumps(expected, indent=indent) + "\n"
 
 
+@pytest.mark.parametrize(("client", "relpath", "keys", "entry"), JSON_CLIENTS, ids=JSON_IDS)
+def test_merge_keeps_the_text_of_everything_it_leaves_alone(root: Path, client, relpath, keys, entry) -> None:
+    mine = '{"command": "uvx",  "args": ["mcp-server-sqlite", "--db-path", "./shop.db"]}'  # one line, as written
+    path = root / relpath
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'{{\n  "first": [1,2,  3],\n  "{keys[0]}": {{\n    "mine": {mine}\n  }}\n}}\n')
+
+    assert init(root, client) == 0
+
+    kept = f'{{\n  "first": [1,2,  3],\n  "{keys[0]}": {{\n    "mine": {mine},\n    "abilities": {{\n'
+    assert path.read_text().startswith(kept)
+    assert read_json(path)[keys[0]]["abilities"] == entry
+
+
 def test_claude_hooks_merge_beside_the_persons_own_handlers(root: Path) -> None:
     mine = {"type": "command", "command": "./lint.sh", "timeout": 5}
     existing = {

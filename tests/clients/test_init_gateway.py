@@ -304,6 +304,22 @@ def test_a_codex_server_written_inline_stays_and_init_says_to_move_it_by_hand(ro
     }
 
 
+def test_the_entries_that_stay_in_mcp_json_keep_their_text(root: Path) -> None:
+    legacy = '{"type": "sse",  "url": "http://127.0.0.1:9/sse"}'  # one line, as its author wrote it: it stays
+    shop = '{"command": "uvx", "args": ["shop"]}'
+    (root / ".mcp.json").write_text(
+        f'{{\n  "mcpServers": {{\n    "shop": {shop},\n    "legacy": {legacy}\n  }},\n  "note": [1,2]\n}}\n'
+    )
+
+    done = init(root, "claude", "--gateway")
+
+    assert done.returncode == 0, done.stderr
+    text = (root / ".mcp.json").read_text()
+    assert text.startswith(f'{{\n  "mcpServers": {{\n    "legacy": {legacy},\n    "abilities": {{\n'), text
+    assert text.endswith('\n  },\n  "note": [1,2]\n}\n'), text
+    assert json.loads((root / "gateway.json").read_text()) == {"mcpServers": {"shop": json.loads(shop)}}
+
+
 def test_claude_desktop_is_left_alone_its_config_is_the_users_not_the_projects(root: Path) -> None:
     done = init(root, "desktop", "--gateway")
 

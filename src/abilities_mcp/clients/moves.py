@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..prerequisites.edits import indentation
+from . import json_text
 from .planned import ConfigError, Planned, load_json, read_text
 from .toml_text import without_table
 
@@ -77,7 +78,7 @@ def behind_gateway(root: Path, client: str, name: str, plans: list[Planned], for
     if client != "codex":
         for server in moved:
             del table[server]
-        new = json.dumps(data, indent=indentation(plan.old) if plan.old else 2, ensure_ascii=False) + "\n"
+        new = json_text.rewrite(plan.new, data, indentation(plan.old) if plan.old else 2)
     notes.append(
         f"moved {', '.join(moved)} from {path} to {gateway_path}: the agent reaches them through {name}'s "
         "tool_search and tool_call, behind the workflows' gates; restart the client to load the change"

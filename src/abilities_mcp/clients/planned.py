@@ -1,6 +1,7 @@
-"""One config file's planned edit: its text now and the text it should have, merged as JSON (refused where a rewrite
-would lose comments) or read back as TOML, then shown as a diff or written atomically. Every file of a command is
-planned before any is written, so one that must not be touched stops the command with nothing changed."""
+"""One config file's planned edit: its text now and the text it should have, merged as JSON (the members it leaves
+alone keep their text; refused where a rewrite would lose comments) or read back as TOML, then shown as a diff or
+written atomically. Every file of a command is planned before any is written, so one that must not be touched stops
+the command with nothing changed."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 from ..errors import AbilitiesError
 from ..prerequisites.edits import indentation, write_atomically
 from ..prerequisites.workflows import parse_json
-from . import jsonc
+from . import json_text, jsonc
 
 
 class ConfigError(AbilitiesError):
@@ -55,6 +56,8 @@ def merged(
             f"merge this into it by hand:\n{json.dumps(added(before, data), indent=2)}"
         )
     indent = indentation(old) if old else 2
+    if plan.new.strip():  # what the file says already keeps its text: only what changed is written anew
+        return Planned(path, old, json_text.rewrite(plan.new, data, indent), notes)
     return Planned(path, old, json.dumps(data, indent=indent, ensure_ascii=False) + "\n", notes)
 
 
