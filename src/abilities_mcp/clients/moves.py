@@ -80,7 +80,7 @@ def behind_gateway(root: Path, client: str, name: str, plans: list[Planned], for
             del table[server]
         new = json_text.rewrite(plan.new, data, indentation(plan.old) if plan.old else 2)
     notes.append(
-        f"moved {', '.join(moved)} from {path} to {gateway_path}: the agent reaches them through {name}'s "
+        f"moved {', '.join(moved)} from {path} to {gateway_path}: the agent reaches them through abilities-mcp's "
         "tool_search and tool_call, behind the workflows' gates; restart the client to load the change"
     )
     plans[index] = Planned(path, plan.old, new, plan.notes)
