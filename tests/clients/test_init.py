@@ -111,7 +111,9 @@ def test_claude_gets_the_server_in_mcp_json_and_one_hook_per_event_in_settings(r
         }
     }
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"wrote {root / '.mcp.json'}", f"wrote {root / '.claude' / 'settings.json'}"]
+    assert out[:2] == [f"wrote {root / '.mcp.json'}", f"wrote {root / '.claude' / 'settings.json'}"]
+    assert out[2:] == [client_config.NEXT_STEPS["claude"]]  # what to do next, the doctor among it
+    assert "start a new Claude Code session" in out[2] and "abilities-mcp doctor" in out[2]
 
 
 def test_claude_hooks_wire_exactly_the_events_the_hook_command_answers() -> None:
@@ -746,7 +748,11 @@ def test_the_init_command_writes_claudes_files_and_a_second_run_reports_them_unc
     second = cli(root, "claude", "--command", "abilities-mcp")
 
     assert first.returncode == 0, first.stderr
-    assert first.stdout.splitlines() == [f"wrote {root / '.mcp.json'}", f"wrote {root / '.claude' / 'settings.json'}"]
+    assert first.stdout.splitlines() == [
+        f"wrote {root / '.mcp.json'}",
+        f"wrote {root / '.claude' / 'settings.json'}",
+        client_config.NEXT_STEPS["claude"],
+    ]
     assert second.stdout.splitlines() == [
         f"unchanged {root / '.mcp.json'}",
         f"unchanged {root / '.claude' / 'settings.json'}",

@@ -77,6 +77,17 @@ CLIENT_NOTES = {
     ),
     "desktop": "Claude Desktop: server only (it has no hooks); restart Claude Desktop to load it",
 }
+# The last line after a write, for the clients whose note above does not already say what to do next.
+NEXT_STEPS = {
+    "claude": (
+        "next: start a new Claude Code session in this project (it asks once before it starts the project's "
+        "server, and reads the hooks at the start); `abilities-mcp doctor` then checks the setup"
+    ),
+    "opencode": (
+        "next: restart OpenCode in this project (it loads the server and the plugin at the start); "
+        "`abilities-mcp doctor` then checks the setup"
+    ),
+}
 
 
 def init(
@@ -120,6 +131,8 @@ def init(
         print(_sandbox_note(client))
     if dry_run:
         print("(dry run: nothing written)")
+    elif client in NEXT_STEPS and not gateway and any(plan.new != plan.old for plan in plans):
+        print(NEXT_STEPS[client])  # (--gateway's own note says to restart the client)
     return 0
 
 
