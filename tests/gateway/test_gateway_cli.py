@@ -5,6 +5,7 @@ indentation kept, atomic writes, clear refusals that change nothing."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -273,6 +274,21 @@ def test_gateway_add_list_remove_edit_gateway_json_in_place(root: Path) -> None:
     }
 
 
+def test_gateway_add_env_with_a_bare_name_passes_that_variable_on_and_writes_no_value(root: Path) -> None:
+    done = subprocess.run(
+        [*CLI, "--root", str(root), "gateway", "add", "db", "--env", "SSL_CERT_FILE", "--env", "MODE=ro", "--", "x"],
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_SECONDS,
+        env={**os.environ, "SSL_CERT_FILE": "/secret/ca.pem"},
+    )
+
+    assert done.returncode == 0, done.stderr
+    entry = read(root / "gateway.json")["mcpServers"]["db"]
+    assert entry["env"] == {"SSL_CERT_FILE": "${SSL_CERT_FILE:-}", "MODE": "ro"}  # a reference, not the value
+    assert "/secret" not in (root / "gateway.json").read_text()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -280,18 +296,19 @@ def test_gateway_add_list_remove_edit_gateway_json_in_place(root: Path) -> None:
         (["add", "a__b", "--", "x"], "holds '__', which separates server and tool"),
         (["add", "x", "--timeout", "soon", "--", "x"], "mcpServers.x.timeout"),
         (["add", "x"], "Give the server either a command, after --"),
-        (["add", "x", "--env", "NOEQUALS", "--", "x"], "--env 'NOEQUALS': write KEY=VALUE"),
+        (["add", "x", "--env", "NOT A NAME", "--", "x"], "--env 'NOT A NAME': write NAME=VALUE, or a bare NAME"),
+        (["add", "x", "--url", "https://e.org", "--header", "NOEQUALS"], "--header 'NOEQUALS': write KEY=VALUE"),
         (["remove", "bd"], "Server 'bd' not found in"),
     ],
 )
-def test_a_gateway_edit_that_cannot_be_made_says_why_and_changes_nothing(
+def test_a_gateway_edit_that_cannot_be_made_says_why_changes_nothing_and_exits_2(
     root: Path, args: list[str], message: str
 ) -> None:
     before = write(root / "gateway.json", {"mcpServers": {"db": {"command": "uvx"}}})
 
     done = run(root, "gateway", *args)
 
-    assert done.returncode == 1
+    assert done.returncode == 2  # docs/cli.md: a command that cannot do what was asked exits 2
     assert message in done.stderr and "Traceback" not in done.stderr
     assert (root / "gateway.json").read_text() == before
 
@@ -301,6 +318,6 @@ def test_a_gateway_json_that_does_not_parse_is_left_alone(root: Path) -> None:
 
     done = run(root, "gateway", "add", "x", "--", "x")
 
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "fix it before editing, nothing was changed" in done.stderr
     assert (root / "gateway.json").read_text() == '{"mcpServers": {"db": '

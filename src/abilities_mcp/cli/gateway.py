@@ -1,6 +1,6 @@
 """`abilities-mcp gateway list | add NAME -- COMMAND ARGS... | remove NAME`: the project's gateway.json, listed with
 what is wrong with each server, and edited safely (gateway/edits.py); `abilities-mcp tools refresh`: the tool cache
-written from every upstream's tools (gateway/cache.py)."""
+written from every upstream's tools (gateway/cache.py), or left as it was when one cannot be listed."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ from typing import Any
 
 from ..errors import AbilitiesError
 from ..state.project import Project
+
+# An edit that cannot be made (a name that exists, one that does not, an entry the gateway could not use, a file
+# that does not parse): a command that cannot do what was asked exits 2, as docs/cli.md says.
+CANNOT = 2
 
 
 def run(project: Project, args: argparse.Namespace) -> int:
@@ -29,7 +33,7 @@ def run(project: Project, args: argparse.Namespace) -> int:
             return _list(path, args.json)
     except AbilitiesError as exc:
         print(exc, file=sys.stderr)
-        return 1
+        return CANNOT
     return 0
 
 
@@ -46,17 +50,27 @@ def _entry(args: argparse.Namespace) -> dict[str, Any]:
         {"url": args.url} if args.url else {"command": args.server_command[0], "args": args.server_command[1:]}
     )
     for option, key, values in (("--env", "env", args.env), ("--header", "headers", args.header)):
-        pairs = {}
-        for value in values:
-            k, sep, v = value.partition("=")
-            if not sep or not k:
-                raise GatewayFileError(f"{option} {value!r}: write KEY=VALUE. Nothing was changed.")
-            pairs[k] = v
+        pairs = dict(_pair(option, value) for value in values)
         if pairs:
             entry[key] = pairs
     if args.timeout:
         entry["timeout"] = args.timeout
     return entry
+
+
+def _pair(option: str, value: str) -> tuple[str, str]:
+    """KEY=VALUE; for --env a bare NAME passes NAME on from this server's environment (`${NAME:-}`), since an
+    upstream starts with a bare environment (no SSL_CERT_FILE, no HTTPS_PROXY)."""
+    from ..gateway.config import ENV_NAME, passed_on
+    from ..gateway.edits import GatewayFileError
+
+    k, sep, v = value.partition("=")
+    if option == "--env" and not sep and ENV_NAME.match(k):
+        return k, passed_on(k)
+    if not sep or not k:
+        form = "NAME=VALUE, or a bare NAME to pass this server's NAME on" if option == "--env" else "KEY=VALUE"
+        raise GatewayFileError(f"{option} {value!r}: write {form}. Nothing was changed.")
+    return k, v
 
 
 def _list(path, as_json: bool) -> int:
@@ -108,17 +122,27 @@ def refresh_tools(project: Project) -> int:
     config = read_gateway(config_path, project.root)
     path = cache.cache_path(project.root)
 
-    async def run() -> tuple[int, list[str]]:
+    async def run() -> cache.Refreshed:
         async with upstreams() as connections:
             return await cache.refresh(path, config, connections)
 
-    count, problems = anyio.run(run)
+    found = anyio.run(run)
+    for problem in found.problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    if not found.written:
+        kept = f"{path} is left as it was" if path.exists() else f"no {path} was written"
+        failed = len(config.upstreams) - found.servers
+        print(
+            f"Nothing written: {failed} of {len(config.upstreams)} servers could not be listed (above), and the cache "
+            f"lists every server or none; {kept}. Fix that server (its entry: abilities-mcp gateway list) or remove "
+            "it (abilities-mcp gateway remove NAME), then run abilities-mcp tools refresh again.",
+            file=sys.stderr,
+        )
+        return 1
     written = json.loads(path.read_text(encoding="utf-8"))
     groups = ", ".join(f"{name} {len(c['tools'])}" for name, c in written["categories"].items())
     print(
-        f"Wrote {path}: {count} tools from {len(written['mcp_servers'])} servers "
+        f"Wrote {path}: {found.tools} tools from {found.servers} servers "
         f"(categories: {groups or 'none'}; uncategorized {len(written['uncategorized'])})."
     )
-    for problem in problems:
-        print(f"problem: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    return 1 if found.problems else 0

@@ -8,7 +8,8 @@ of the file (its `workflows`, say). A tool's category: the first rule whose serv
 project's rules (gateway.json `categories`) before the built-in ones.
 
 Read rules: a cache that is missing, malformed, or lists other servers than gateway.json is not used (live
-discovery instead, never an error); one older than STALE_SECONDS is used and refreshed in the background.
+discovery instead, never an error); one older than STALE_SECONDS is used and refreshed in the background. Write
+rule: only a refresh that listed every server writes it; one that could not leaves the file as it was.
 """
 
 from __future__ import annotations
@@ -194,10 +195,22 @@ def _timestamp(value: Any) -> float | None:
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
 
 
-async def refresh(path: Path, config: GatewayConfig, connections: Upstreams) -> tuple[int, list[str]]:
-    """List every upstream's tools and write the cache; returns how many tools, and the servers that could not be
-    listed (left out of the cache, which then does not match gateway.json and is not used until they answer)."""
+class Refreshed(NamedTuple):
+    """What a refresh found, and whether it wrote the cache."""
+
+    tools: int
+    servers: int  # the upstreams that listed their tools
+    problems: list[str]  # why the others could not be listed, and gateway.json's broken entries
+    written: bool
+
+
+async def refresh(path: Path, config: GatewayConfig, connections: Upstreams) -> Refreshed:
+    """List every upstream's tools and write the cache. When one cannot be listed nothing is written: the cache is
+    one listing of every server, and one written without a server's tools would take them out of the categories
+    workflows trigger on (a gate lowered, which waits for trust) and, with every server failing, hold no tool."""
     listing = await discover(config, connections)
     answered = [name for name in config.upstreams if name not in listing.failed]
+    if listing.failed:
+        return Refreshed(len(listing.entries), len(answered), listing.problems, False)
     write(path, document(listing, config, answered, time.time()))
-    return len(listing.entries), listing.problems
+    return Refreshed(len(listing.entries), len(answered), listing.problems, True)

@@ -32,6 +32,11 @@ SEPARATOR = "__"
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 # ${VAR} or ${VAR:-default}, as .mcp.json files write them.
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# An `env` value that is exactly `${VAR:-}` passes VAR on from this server's environment when it is set, and leaves
+# it out when it is not: an upstream starts with a bare environment, and an empty SSL_CERT_FILE breaks TLS where an
+# unset one does not (`gateway add --env VAR` writes it).
+_PASSED_ON = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):-\}")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _duration(value: str) -> str:
@@ -65,7 +70,11 @@ class StdioUpstream(_Common):
     type: Literal["stdio"] = Field("stdio", description="Optional, as in .mcp.json")
     command: StrictStr = Field(min_length=1, description="The executable (found on PATH); ${VAR} is expanded")
     args: list[StrictStr] = Field(default_factory=list, description="Its arguments; ${VAR} is expanded")
-    env: dict[str, StrictStr] = Field(default_factory=dict, description="Extra environment variables")
+    env: dict[str, StrictStr] = Field(
+        default_factory=dict,
+        description="Environment variables added to the bare one it starts with (HOME, PATH, USER, SHELL, TERM, "
+        "LOGNAME); ${VAR} is expanded, and a value written exactly ${VAR:-} passes VAR on only when it is set",
+    )
     cwd: StrictStr | None = Field(None, description="Working directory, relative to the project root")
 
 
@@ -299,12 +308,22 @@ def _upstream(name: str, entry: StdioUpstream | HttpUpstream, root: Path, env: d
         name,
         expand(entry.command, env),
         tuple(expand(a, env) for a in entry.args),
-        {k: expand(v, env) for k, v in entry.env.items()},
+        environment(entry.env, env),
         cwd,
         None,
         {},
         timeout,
     )
+
+
+def environment(written: dict[str, str], env: dict[str, str]) -> dict[str, str]:
+    """An upstream's `env` expanded; an entry written exactly `${VAR:-}` is left out while VAR is unset or empty."""
+    return {k: expand(v, env) for k, v in written.items() if not ((m := _PASSED_ON.fullmatch(v)) and not env.get(m[1]))}
+
+
+def passed_on(name: str) -> str:
+    """The `env` value that passes `name` on from this server's environment when it is set."""
+    return f"${{{name}:-}}"
 
 
 def expand(text: str, env: dict[str, str]) -> str:

@@ -26,6 +26,7 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from mcp_types import CallToolResult, Tool
 
 from ..errors import AbilitiesError
+from . import hints
 from .config import Upstream
 from .link import Link, result_of
 
@@ -44,6 +45,9 @@ PROBE_SECONDS = 5.0
 MIN_START_SECONDS = 30.0
 # An upstream listing more pages of tools than this is cut off there (a paginator that never ends).
 MAX_TOOL_PAGES = 50
+# What a failed start says, and the SDK's error for a connection whose other end went away.
+STARTING = "failed to start"
+CLOSED = "Connection closed"
 
 
 # Where an upstream's progress notifications go: (progress, total, message), as the SDK's client hands them over.
@@ -55,14 +59,12 @@ Done = Callable[[Callable[[], CallToolResult]], None]
 class UpstreamError(AbilitiesError):
     """An upstream that failed to start, died, or did not answer in time: its name, what happened, its stderr."""
 
-    def __init__(self, server: str, what: str, stderr: str = ""):
+    def __init__(self, server: str, what: str, stderr: str = "", fix: str = ""):
         self.server = server
         self.attempts = 1  # how many times the call that met it was sent
         tail = f" Its stderr ends with:\n{stderr.rstrip()}" if stderr.strip() else " It wrote nothing to stderr."
-        super().__init__(
-            f"Upstream server {server!r} {what}.{tail}\nThe next call starts it again; if it keeps failing, "
-            f"check its entry in gateway.json."
-        )
+        then = fix or "If it keeps failing, check its entry in gateway.json."
+        super().__init__(f"Upstream server {server!r} {what}.{tail}\n{then}\nThe next call starts it again.")
 
 
 class Connection:
@@ -234,7 +236,7 @@ class Connection:
         self._tasks.start_soon(self._serve, ready, outcome, self._stop, transport, name=f"upstream {self.name}")
         await ready.wait()
         if isinstance(outcome[0], BaseException):
-            raise self._failure(outcome[0], "failed to start")
+            raise self._failure(outcome[0], STARTING)
         return outcome[0], link
 
     async def _serve(self, ready: anyio.Event, outcome: list, stop: anyio.Event, transport: Any) -> None:
@@ -297,9 +299,12 @@ class Connection:
             raise self._failure(exc, f"failed while {doing}") from None
 
     def _timed_out(self, doing: str) -> UpstreamError:
-        return UpstreamError(
-            self.name, f"did not answer within {self.upstream.timeout:g}s while {doing}", self.stderr_tail()
-        )
+        return self._error(f"did not answer within {self.upstream.timeout:g}s while {doing}")
+
+    def _error(self, what: str) -> UpstreamError:
+        """An UpstreamError quoting the upstream's stderr, with the fix it points to if it is a failure we know."""
+        tail = self.stderr_tail()
+        return UpstreamError(self.name, what, tail, hints.fix(self.upstream, tail))
 
     def _failure(self, exc: BaseException, what: str) -> UpstreamError:
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # the SDK's task groups wrap the cause
@@ -308,7 +313,9 @@ class Connection:
             why = f"cannot run {self.upstream.command!r} ({exc.strerror}); fix `command` in gateway.json"
             return UpstreamError(self.name, f"{what}: {why}")
         detail = str(exc) or type(exc).__name__
-        return UpstreamError(self.name, f"{what}: {detail}", self.stderr_tail())
+        if detail == CLOSED and what == STARTING:  # the SDK's words for a process that exited before it answered
+            detail = "it closed the connection before answering the MCP handshake (it exited or crashed)"
+        return self._error(f"{what}: {detail}")
 
 
 class Started(NamedTuple):

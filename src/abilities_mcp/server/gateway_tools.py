@@ -171,7 +171,9 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
     async def refresh_in_background(connections: Any) -> None:
         path = cache.cache_path(gateway.root)
         try:
-            await cache.refresh(path, gateway.current(), connections)
+            found = await cache.refresh(path, gateway.current(), connections)
+            if not found.written:  # kept as it was: the next search tries again
+                log.warning("the tool cache %s was not refreshed: %s", path, "; ".join(found.problems))
         except Exception:  # a background refresh must never take the server down; the next search tries again
             log.warning("refreshing the tool cache %s failed", path, exc_info=True)
         finally:
