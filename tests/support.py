@@ -16,13 +16,16 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import psutil
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp import Client, types
+from pydantic import TypeAdapter
 
+from abilities_mcp.server.skill_extension import GetSkillParams, ReadDirectoryParams
 from abilities_mcp.state.project import Project
 from abilities_mcp.state.store import RunRecord, Store
 
@@ -299,6 +302,39 @@ def write_skill(
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_bytes(data) if isinstance(data, bytes) else (folder / rel).write_text(data)
     return folder
+
+
+# --- the skills extension (SEP-2640) through the SDK client -------------------------------------------------------
+
+
+class ListSkills(types.Request[types.PaginatedRequestParams, Literal["skills/list"]]):
+    method: Literal["skills/list"] = "skills/list"
+    params: types.PaginatedRequestParams
+
+
+class GetSkill(types.Request[GetSkillParams, Literal["skills/get"]]):
+    method: Literal["skills/get"] = "skills/get"
+    params: GetSkillParams
+
+
+class ReadDirectory(types.Request[ReadDirectoryParams, Literal["resources/directory/read"]]):
+    method: Literal["resources/directory/read"] = "resources/directory/read"
+    params: ReadDirectoryParams
+
+
+ANY = TypeAdapter(dict[str, Any])
+
+
+async def list_skills(client: Client, cursor: str | None = None) -> dict[str, Any]:
+    return await client.session.send_request(ListSkills(params=types.PaginatedRequestParams(cursor=cursor)), ANY)
+
+
+async def get_skill(client: Client, uri: str) -> dict[str, Any]:
+    return await client.session.send_request(GetSkill(params=GetSkillParams(uri=uri)), ANY)
+
+
+async def read_directory(client: Client, uri: str, cursor: str | None = None) -> dict[str, Any]:
+    return await client.session.send_request(ReadDirectory(params=ReadDirectoryParams(uri=uri, cursor=cursor)), ANY)
 
 
 # --- trust --------------------------------------------------------------------------------------------------------

@@ -13,16 +13,20 @@ import site
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 import abilities_mcp
 from abilities_mcp.files import MAX_NESTING
-from support import MODERN_ENVELOPE, raw_server, run_hook, state_db
+from abilities_mcp.server.skill_extension import DIRECTORY_PAGE_SIZE
+from abilities_mcp.skills import manifest, skillset
+from support import MODERN_ENVELOPE, get_skill, raw_server, read_directory, run_hook, state_db, write_skill
 
 # A case is over in well under this; a hang (a FIFO opened for reading) would sit here until the bound.
 CASE_TIMEOUT_SECONDS = 60
@@ -313,6 +317,137 @@ async def test_a_skill_read_that_cannot_be_served_is_refused_saying_why(
     assert result.is_error, text
     assert words in text and "SECRET" not in text, text
     assert len(text) < 2000, "a refusal names the path, it does not echo 5,000 characters back"
+
+
+# --- a skill's file swapped between the check and the read ---------------------------------------------------------
+
+
+class _Rescue:
+    """On the code before the fix, a read blocked on a FIFO with no writer forever (holding the event loop, for
+    skill_read): after a bound, open it for writing once so the blocked read ends and the test fails, not hangs."""
+
+    def __init__(self, fifo: Path):
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._unblock, args=(fifo,), daemon=True)
+        self.thread.start()
+
+    def _unblock(self, fifo: Path) -> None:
+        if not self.done.wait(SWAP_RESCUE_SECONDS):
+            with suppress(OSError):  # ENXIO: nobody is reading it, so nobody is blocked
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    def __enter__(self) -> _Rescue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+SWAP_RESCUE_SECONDS = 5
+
+
+def _swap_for_fifo(path: Path, _outside: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _swap_for_link_out(path: Path, outside: Path) -> None:
+    path.unlink()
+    path.symlink_to(outside)
+
+
+SWAPS = {"fifo": (_swap_for_fifo, "is a FIFO"), "link-out": (_swap_for_link_out, "is a link")}
+
+
+async def _read_skill_file(client: Client, via: str) -> str:
+    """What the client gets back for skill s's notes.md: the refusal's text (an error for both routes)."""
+    if via == "skill_read":
+        result = await client.call_tool("skill_read", {"name": "s", "path": "notes.md"})
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        assert result.is_error, text
+        return text
+    with pytest.raises(MCPError) as refused:
+        await client.read_resource("skill://s/notes.md")
+    return str(refused.value)
+
+
+@pytest.mark.parametrize("via", ["skill_read", "resources-read"])
+@pytest.mark.parametrize("swap", list(SWAPS))
+async def test_a_skill_file_swapped_after_its_check_is_refused_not_waited_on_or_followed_out(
+    root: Path, tmp_path: Path, client: Client, monkeypatch: pytest.MonkeyPatch, swap: str, via: str
+) -> None:
+    make, words = SWAPS[swap]
+    folder = write_skill(root, "s", "name: s\ndescription: a skill", files={"notes.md": "the notes\n"})
+    outside = tmp_path / "secret.md"
+    outside.write_text("SECRET\n")
+    checked = skillset.resolve_inside
+
+    def check_then_swap(skill, relative):  # the attacker wins the race every time
+        target = checked(skill, relative)
+        make(target, outside)
+        return target
+
+    monkeypatch.setattr(skillset, "resolve_inside", check_then_swap)
+    with _Rescue(folder / "notes.md"), anyio.fail_after(CASE_TIMEOUT_SECONDS):
+        text = await _read_skill_file(client, via)
+        assert (await client.call_tool("skill_list", {})).structured_content["skills"], "the server still answers"
+
+    assert f"'notes.md' of skill 's' {words}" in text and "SECRET" not in text, text
+
+
+async def test_skills_get_refuses_a_skill_over_16_mib_without_reading_its_files(
+    root: Path, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = write_skill(root, "s", "name: s\ndescription: a skill")
+    with (folder / "huge.bin").open("wb") as f:
+        f.truncate(3 << 30)  # 3 GiB, sparse: hashing it took 8-12 s before the refusal
+    hashed: list[str] = []
+    digest = manifest._digest
+    monkeypatch.setattr(manifest, "_digest", lambda path, *rest: hashed.append(path.name) or digest(path, *rest))
+
+    with pytest.raises(MCPError) as refused:
+        await get_skill(client, "skill://s/SKILL.md")
+
+    assert "holds more than 16 MiB" in str(refused.value), refused.value
+    assert hashed == [], "the sizes are added up before any file is read"
+
+
+async def test_skills_get_refuses_a_file_swapped_for_a_fifo_after_the_walk(
+    root: Path, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = write_skill(root, "s", "name: s\ndescription: a skill", files={"notes.md": "the notes\n"})
+    size = manifest._size
+
+    def size_then_swap(path: Path) -> int:
+        measured = size(path)
+        if path.name == "notes.md":
+            _swap_for_fifo(path, path)
+        return measured
+
+    monkeypatch.setattr(manifest, "_size", size_then_swap)
+    with _Rescue(folder / "notes.md"), anyio.fail_after(CASE_TIMEOUT_SECONDS), pytest.raises(MCPError) as refused:
+        await get_skill(client, "skill://s/SKILL.md")
+
+    assert "notes.md is a FIFO, not a regular file" in str(refused.value), refused.value
+
+
+async def test_a_folder_of_3000_files_is_read_in_pages_each_listed_once(root: Path, client: Client) -> None:
+    folder = write_skill(root, "s", "name: s\ndescription: a skill")
+    (folder / "many").mkdir()
+    for i in range(3_000):  # 20,000 came back as one answer of 1.7 MB
+        (folder / "many" / f"f{i:05}.txt").touch()
+
+    names, cursor, pages = [], None, 0
+    while True:
+        page = await read_directory(client, "skill://s/many", cursor)
+        assert len(page["resources"]) <= DIRECTORY_PAGE_SIZE, "one answer before the fix"
+        names += [r["name"] for r in page["resources"]]
+        pages += 1
+        if (cursor := page.get("nextCursor")) is None:
+            break
+
+    assert names == [f"f{i:05}.txt" for i in range(3_000)] and pages == -(-3_000 // DIRECTORY_PAGE_SIZE)
 
 
 # --- a broken state file -------------------------------------------------------------------------------------------

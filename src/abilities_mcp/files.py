@@ -5,6 +5,8 @@ hang, a crash or a gigabyte. Stdlib only (yaml on first use): the hook reads fil
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import stat
 from typing import IO
@@ -34,6 +36,14 @@ def decode_text(raw: bytes, max_bytes: int) -> str:
         raise Unreadable(f"is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
 
 
+def read_open(fd: int, limit: int) -> bytes:
+    """At most `limit` bytes of an open descriptor, which is closed after."""
+    try:
+        return _read_at_most(fd, limit)
+    finally:
+        os.close(fd)
+
+
 def read_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
     """At most `limit` bytes of a regular file; FileNotFoundError when it is missing, else Unreadable."""
     fd = _open_regular(path)
@@ -48,14 +58,16 @@ def open_text(path: str | os.PathLike[str]) -> IO[str]:
     return os.fdopen(_open_regular(path), encoding="utf-8")
 
 
-def _open_regular(path: str | os.PathLike[str]) -> int:
+def _open_regular(path: str | os.PathLike[str], flags: int = 0) -> int:
     """A descriptor open for reading on a regular file; FileNotFoundError when it is missing, else Unreadable."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | flags)
     except FileNotFoundError:
         raise
     except OSError as exc:
+        if exc.errno == errno.ELOOP and flags & os.O_NOFOLLOW:
+            raise Unreadable("is a link (swapped in since it was checked); only the folder's own files are read") from None
         raise Unreadable(f"cannot be read: {exc.strerror}") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
@@ -63,6 +75,27 @@ def _open_regular(path: str | os.PathLike[str]) -> int:
         kind = next((name for test, name in _KINDS.items() if test(mode)), "not a regular file")
         raise Unreadable(f"is {kind}, not a regular file; put a regular file there")
     return fd
+
+
+def open_inside(path: str | os.PathLike[str], folder: str | os.PathLike[str], follow: bool = False) -> int:
+    """A descriptor on a regular file that is inside `folder` (a real path) when it is opened: the path was checked
+    before, but a link or a FIFO swapped in since must not be followed out or wait for a writer."""
+    fd = _open_regular(path, 0 if follow else os.O_NOFOLLOW)
+    where = _real_path(fd)
+    if where is not None and os.path.commonpath([where, os.fspath(folder)]) != os.fspath(folder):
+        os.close(fd)
+        raise Unreadable("leads outside its folder (it was swapped for a link); only the folder's own files are read")
+    return fd
+
+
+def _real_path(fd: int) -> str | None:
+    """Where an open descriptor's file is, as the kernel knows it (Linux); None where the OS does not say."""
+    try:
+        if hasattr(fcntl, "F_GETPATH"):  # macOS
+            return os.fsdecode(fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024)).rstrip(b"\0"))
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
 
 
 def _read_at_most(fd: int, limit: int) -> bytes:

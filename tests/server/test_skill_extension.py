@@ -6,49 +6,16 @@ from __future__ import annotations
 import hashlib
 import shutil
 from pathlib import Path
-from typing import Any, Literal
 
 import pytest
-from mcp import Client, MCPError, types
-from pydantic import TypeAdapter
+from mcp import Client, MCPError
 
 from abilities_mcp.server import create_server
-from abilities_mcp.server.skill_extension import GetSkillParams, ReadDirectoryParams
 from abilities_mcp.state.project import Project
-from support import REPO, write_skill
+from support import REPO, get_skill, list_skills, read_directory, write_skill
 
 pytestmark = pytest.mark.anyio
 INVALID_PARAMS = -32602
-
-
-class ListSkills(types.Request[types.PaginatedRequestParams, Literal["skills/list"]]):
-    method: Literal["skills/list"] = "skills/list"
-    params: types.PaginatedRequestParams
-
-
-class GetSkill(types.Request[GetSkillParams, Literal["skills/get"]]):
-    method: Literal["skills/get"] = "skills/get"
-    params: GetSkillParams
-
-
-class ReadDirectory(types.Request[ReadDirectoryParams, Literal["resources/directory/read"]]):
-    method: Literal["resources/directory/read"] = "resources/directory/read"
-    params: ReadDirectoryParams
-
-
-ANY = TypeAdapter(dict[str, Any])
-
-
-async def list_skills(client: Client, cursor: str | None = None) -> dict[str, Any]:
-    return await client.session.send_request(ListSkills(params=types.PaginatedRequestParams(cursor=cursor)), ANY)
-
-
-async def get_skill(client: Client, uri: str) -> dict[str, Any]:
-    return await client.session.send_request(GetSkill(params=GetSkillParams(uri=uri)), ANY)
-
-
-async def read_directory(client: Client, uri: str) -> dict[str, Any]:
-    return await client.session.send_request(ReadDirectory(params=ReadDirectoryParams(uri=uri)), ANY)
 
 
 def skill(root: Path, name: str, frontmatter: str, files: dict[str, bytes] | None = None) -> Path:

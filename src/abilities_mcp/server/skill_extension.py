@@ -32,6 +32,8 @@ IDENTIFIER = "io.modelcontextprotocol/skills"
 TTL_MS = 60_000
 # Entries a skills/list page carries; the cursor is the offset of the next one.
 PAGE_SIZE = 100
+# Entries a resources/directory/read page carries (a folder of 20,000 files is 40 pages, not one 1.7 MB answer).
+DIRECTORY_PAGE_SIZE = 500
 DIRECTORY_MIME = "inode/directory"
 
 
@@ -130,13 +132,17 @@ class SkillsExtension(Extension):
     async def _read_directory(self, _ctx: Any, params: ReadDirectoryParams) -> ReadDirectoryResult:
         name, path = _split(params.uri)
         skill = self._skill(name, params.uri)
-        _offset(params.cursor)
+        start = _offset(params.cursor)
         try:
             found = await anyio.to_thread.run_sync(children, skill, path.rstrip("/"))
         except (NotADirectoryError, OSError):
             raise _invalid(f"{params.uri} is not a directory resource of skill {skill.name!r}") from None
         prefix = f"{path.rstrip('/')}/" if path else ""
-        return ReadDirectoryResult(resources=[_child(skill, prefix + n, n, is_dir) for n, is_dir in found])
+        page, end = found[start : start + DIRECTORY_PAGE_SIZE], start + DIRECTORY_PAGE_SIZE
+        return ReadDirectoryResult(
+            resources=[_child(skill, prefix + n, n, is_dir) for n, is_dir in page],
+            next_cursor=str(end) if end < len(found) else None,
+        )
 
     def _entries(self) -> list[SkillEntry]:
         skills = sorted(self.skillset.refresh().skills.values(), key=lambda s: s.name)

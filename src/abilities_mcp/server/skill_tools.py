@@ -80,7 +80,8 @@ class SkillServer(MCPServer):
             return await super().read_resource(uri, context)
         name, _, path = str(uri)[len(SKILL_SCHEME) :].partition("/")
         try:
-            found = read_skill_file(self.skillset.get(unquote(name)), unquote(path))
+            skill = self.skillset.get(unquote(name))
+            found = await anyio.to_thread.run_sync(read_skill_file, skill, unquote(path))  # never on the loop
         except AbilitiesError as exc:
             raise ResourceNotFoundError(str(exc)) from None
         return [
@@ -210,7 +211,7 @@ def add_skill_tools(server: MCPServer, skillset: SkillSet) -> None:
         """Read one file of a skill (a path relative to its folder). Binary files come back as a resource."""
         try:
             await anyio.to_thread.run_sync(skillset.refresh)
-            found = read_skill_file(_get(skillset, name), path)
+            found = await anyio.to_thread.run_sync(read_skill_file, _get(skillset, name), path)  # never on the loop
         except AbilitiesError as exc:
             raise ToolError(str(exc)) from exc
         uri = skill_uri(found.skill, found.path)

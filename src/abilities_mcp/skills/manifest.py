@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from ..files import Unreadable, open_inside
 from .skillset import SKIPPED_FOLDERS
 from .spec import Skill
 
@@ -38,14 +39,28 @@ def manifest(skill: Skill) -> list[ManifestFile]:
     paths = sorted(_files(skill.real_directory, skill.real_directory, 0), key=lambda p: (p != "SKILL.md", p))
     if len(paths) > MAX_FILES:
         raise OverLimit(f"skill {skill.name!r} has {len(paths)} files; the skills extension serves at most {MAX_FILES}")
-    found, total = [], 0
+    root = skill.real_directory
+    if sum(_size(root / path) for path in paths) > MAX_TOTAL_BYTES:  # sizes first: a 3 GiB file is never read
+        raise _too_big(skill)
+    found, left = [], MAX_TOTAL_BYTES
     for path in paths:
-        digest, size = _digest(skill.real_directory / path)
-        total += size
-        if total > MAX_TOTAL_BYTES:
-            raise OverLimit(f"skill {skill.name!r} holds more than 16 MiB, the skills extension's limit")
+        digest, size = _digest(root / path, root, left)
+        left -= size
+        if left < 0:  # a file grew since its size was read
+            raise _too_big(skill)
         found.append(ManifestFile(path, digest, size))
     return found
+
+
+def _too_big(skill: Skill) -> OverLimit:
+    return OverLimit(f"skill {skill.name!r} holds more than 16 MiB, the skills extension's limit")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # gone or unreadable: the read below says which
 
 
 def children(skill: Skill, relative: str) -> list[tuple[str, bool]]:
@@ -56,7 +71,7 @@ def children(skill: Skill, relative: str) -> list[tuple[str, bool]]:
         raise NotADirectoryError(relative)
     out = []
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-        if _skipped(entry.name) or not Path(os.path.realpath(entry.path)).is_relative_to(skill.real_directory):
+        if _skipped(entry.name) or not _inside(entry, skill.real_directory):
             continue
         try:
             is_dir, is_file = entry.is_dir(), entry.is_file()
@@ -67,6 +82,17 @@ def children(skill: Skill, relative: str) -> list[tuple[str, bool]]:
     return out
 
 
+def _inside(entry: os.DirEntry[str], root: Path) -> bool:
+    """Whether an entry of a folder inside `root` is inside it too: only a link can lead out, so only a link's
+    real path is worked out (a folder of 20,000 files costs no 20,000 realpath calls)."""
+    try:
+        if not entry.is_symlink():
+            return True
+    except OSError:
+        return False
+    return Path(os.path.realpath(entry.path)).is_relative_to(root)
+
+
 def _files(root: Path, folder: Path, depth: int) -> Iterator[str]:
     try:
         entries = list(os.scandir(folder))
@@ -75,7 +101,7 @@ def _files(root: Path, folder: Path, depth: int) -> Iterator[str]:
     for entry in entries:
         if _skipped(entry.name):
             continue
-        if not Path(os.path.realpath(entry.path)).is_relative_to(root):  # a link leading out is not the skill's
+        if not _inside(entry, root):  # a link leading out is not the skill's
             continue
         try:
             is_dir, is_file = entry.is_dir(), entry.is_file()
@@ -87,10 +113,16 @@ def _files(root: Path, folder: Path, depth: int) -> Iterator[str]:
             yield Path(entry.path).relative_to(root).as_posix()
 
 
-def _digest(path: Path) -> tuple[str, int]:
+def _digest(path: Path, root: Path, limit: int) -> tuple[str, int]:
+    """The file's digest and size, reading at most `limit` + 1 bytes. Opened as files.open_inside opens: a file
+    swapped for a FIFO since the walk is refused, not waited on; one swapped for a link out is not read."""
+    try:
+        fd = open_inside(path, root, follow=True)
+    except Unreadable as exc:
+        raise OSError(f"{path.relative_to(root).as_posix()} {exc}") from None
     sha, size = hashlib.sha256(), 0
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
+    with os.fdopen(fd, "rb") as f:
+        while size <= limit and (chunk := f.read(min(1 << 20, limit + 1 - size))):
             sha.update(chunk)
             size += len(chunk)
     return f"sha256:{sha.hexdigest()}", size

@@ -7,6 +7,7 @@ A symlinked skill folder is followed when it leads inside the project or the hom
 
 from __future__ import annotations
 
+import filecmp
 import html
 import mimetypes
 import os
@@ -17,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ..errors import AbilitiesError, Diagnostic, UnknownName
+from ..files import Unreadable, open_inside, read_open
 from ..state.project import Project, stamp
 from .spec import Skill, load_skill
 
@@ -121,7 +123,7 @@ class SkillSet:
                 f"skill {skill.name!r} is defined twice in {folder.scope} folders: using {first.directory}, "
                 f"ignoring {folder.directory}; rename one"
             )
-        else:
+        elif not _same_files(first.real, folder.real):  # an identical copy (a clone's skills/) hides nothing
             self.notes.append(
                 f"{first.scope} skill {skill.name!r} ({first.directory}) hides the {_scope_words(folder.scope)} "
                 f"({folder.directory})"
@@ -265,6 +267,18 @@ def _files_under(root: Path, folder: Path, depth: int) -> Iterator[str]:
             yield Path(entry.path).relative_to(root).as_posix()
 
 
+def _same_files(one: Path, other: Path) -> bool:
+    """Whether two skill folders hold the same files with the same bytes (bounded: a folder with more files than
+    are listed counts as different)."""
+    names = list(_files_under(one, one, 0))
+    if len(names) > MAX_LISTED_FILES or names != list(_files_under(other, other, 0)):
+        return False
+    try:
+        return all(filecmp.cmp(one / name, other / name, shallow=False) for name in names)
+    except OSError:
+        return False
+
+
 def skill_content(skill: Skill) -> str:
     """The body in the client guide's `<skill_content>` wrapper, with the folder and the (unread) file list."""
     files, more = bundled_files(skill)
@@ -311,19 +325,27 @@ def resolve_inside(skill: Skill, relative: str) -> Path:
 
 
 def read_skill_file(skill: Skill, relative: str) -> SkillFile:
-    """One file of a skill: text (capped) when it decodes as UTF-8 without NULs, else bytes (capped)."""
+    """One file of a skill: text (capped) when it decodes as UTF-8 without NULs, else bytes (capped). The file is
+    opened as the path was checked: swapped since for a FIFO or a link leading out, it is refused, not waited on."""
     target = resolve_inside(skill, relative)
-    size = target.stat().st_size
     rel = target.relative_to(skill.real_directory).as_posix()
+    try:
+        fd = open_inside(target, skill.real_directory)
+    except (Unreadable, OSError) as exc:
+        raise SkillPathRefused(f"{rel!r} of skill {skill.name!r} {_why(exc)}") from None
+    size = os.fstat(fd).st_size
     mime = mimetypes.guess_type(rel)[0]
-    with target.open("rb") as f:
-        raw = f.read(max(MAX_READ_BYTES, MAX_READ_CHARS * 4) + 1)
+    raw = read_open(fd, max(MAX_READ_BYTES, MAX_READ_CHARS * 4) + 1)
     text = _as_text(raw)
     if text is None:
         cut = raw[:MAX_READ_BYTES]
         return SkillFile(skill.name, rel, mime or "application/octet-stream", size, data=cut, truncated=size > len(cut))
     truncated = len(text) > MAX_READ_CHARS or size > len(raw)
     return SkillFile(skill.name, rel, _text_mime(rel, mime), size, text=text[:MAX_READ_CHARS], truncated=truncated)
+
+
+def _why(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, Unreadable) else "is gone (it was removed since it was listed)"
 
 
 def _as_text(raw: bytes) -> str | None:
