@@ -117,8 +117,9 @@ def test_run_exits_1_when_a_step_fails(root: Path, write, state_dir: Path) -> No
     result = cli("run", "boom", root=root, state_dir=state_dir)
 
     assert result.returncode == 1, result
-    assert re.search(r"\[FAIL\] boom\b.*exit code 3", result.stdout), result.stdout
+    assert re.search(r"\[FAIL\] boom\b", result.stdout), result.stdout
     assert re.search(r"boom\s+failed", result.stdout)
+    assert "--- boom failed: exit code 3, expected 0\n" in result.stderr  # the reason, said in the step's block
 
 
 BAD_INPUTS = {
@@ -161,10 +162,10 @@ def test_status_and_history_show_a_run_made_at_the_terminal(root: Path, write, s
     assert re.search(rf"^{run_id}\s+completed\s+greet\b", history.stdout, re.MULTILINE), history.stdout
 
 
-def test_status_of_an_unknown_run_exits_1_and_says_so(root: Path, state_dir: Path) -> None:
+def test_status_of_an_unknown_run_exits_2_and_says_so(root: Path, state_dir: Path) -> None:
     result = cli("status", "run_nope", root=root, state_dir=state_dir)
 
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "run_nope" in result.stderr
 
 

@@ -78,7 +78,7 @@ async def test_decide_retries_a_failed_step_from_a_terminal(client, write, root)
     run_id = await _waiting_run(client, write, flaky, "flaky")
     term = Terminal(cli(root, "approve", run_id), root)  # the wrong command says which one is right
     assert f"abilities-mcp decide {run_id}" in term.expect("decide")
-    assert term.wait() == 1
+    assert term.wait() == 2
     term = Terminal(cli(root, "decide", run_id, "retry"), root)
     assert "Step 'flaky' failed" in term.expect("[y/N]")
     term.type("y")
@@ -92,7 +92,7 @@ async def test_approving_a_run_that_waits_for_nothing_is_refused_with_the_state(
     run = (await client.call_tool("ability_run", {"name": "quick"})).structured_content
     term = Terminal(cli(root, "approve", run["run_id"]), root)
     assert "no question is waiting" in term.expect("no question")
-    assert term.wait() == 1
+    assert term.wait() == 2
 
 
 def test_run_asks_the_approval_inline_at_a_terminal_and_records_where_the_answer_came_from(root: Path) -> None:
@@ -100,7 +100,7 @@ def test_run_asks_the_approval_inline_at_a_terminal_and_records_where_the_answer
     term = Terminal(cli(root, "run", "gated", "-i", "version=v3.1.4"), root)
     assert "Deploy v3.1.4?" in term.expect("[y/N]")
     term.type("y")
-    assert "completed" in term.expect("completed  (3/3 steps)")
+    assert "completed" in term.expect("completed  (3 of 3 steps ran)")
     assert term.wait() == 0
     assert (root / "deployed").exists()
     history = subprocess.run(cli(root, "history"), capture_output=True, text=True, timeout=30).stdout
@@ -113,7 +113,7 @@ def test_run_takes_a_rejection_at_the_terminal(root: Path, reply: str) -> None:
     term = Terminal(cli(root, "run", "gated"), root)
     term.expect("[y/N]")
     term.type(reply)
-    assert "rejected by terminal" in term.expect("failed")
+    assert "--- approve failed: rejected by terminal" in term.expect("failed: rejected by terminal")
     assert term.wait() == 1
     assert not (root / "deployed").exists()
 
@@ -157,7 +157,7 @@ def test_run_hands_a_child_runs_agent_step_to_the_person(root: Path) -> None:
     assert "Name a colour" in term.expect("end it with a line holding only '.'")
     term.type("teal")
     term.type(".")
-    assert "completed  (1/1 steps)" in term.expect("(1/1 steps)")
+    assert "completed  (1 of 1 steps ran)" in term.expect("steps ran)")
     assert term.wait() == 0
 
 
@@ -173,7 +173,8 @@ def test_run_cancelled_at_the_agent_prompt_ends_at_once_without_waiting_for_inpu
     else:
         term.type("\x03")  # the terminal turns it into SIGINT for the foreground process
 
-    shown = term.expect("cancelled  (1/1 steps)")  # the final summary, printed without any more input
+    # The final summary, printed without any more input.
+    shown = term.expect("cancelled  (0 of 1 steps ran; 1 cancelled)")
 
     assert "cancelled" in shown and "Traceback" not in shown and "ExceptionGroup" not in shown
     assert term.wait() == 3  # run's exit code for a cancelled run
@@ -196,5 +197,5 @@ def test_run_under_checkpoint_asks_before_a_hook_command_runs_and_shows_it_inert
     assert "Checkpoint before hooks.before[0] of ability 'hooked'" in shown
     assert "it runs: touch hook-ran # \\x1b[2K" in shown  # the escape shown as text, never obeyed
     assert not ran_before_asked
-    assert "completed  (1/1 steps)" in term.expect("(1/1 steps)")
+    assert "completed  (1 of 1 steps ran)" in term.expect("steps ran)")
     assert term.wait() == 0 and (root / "hook-ran").exists()

@@ -135,7 +135,7 @@ def test_adding_a_template_twice_is_refused_and_leaves_the_file_as_it_was(folder
 
     again = cli(folder, "workflows", "add", "--template", "database")
 
-    assert again.returncode == 1
+    assert again.returncode == 2
     assert "'database-safe-query' already exists" in again.stderr
     assert "--name" in again.stderr
     assert again.stdout == ""
@@ -154,7 +154,7 @@ def test_adding_a_template_twice_is_refused_and_leaves_the_file_as_it_was(folder
 def test_an_unknown_template_is_refused_with_a_did_you_mean(folder: Path) -> None:
     result = cli(folder, "workflows", "add", "--template", "databse")
 
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "Unknown template 'databse'; did you mean 'database'?" in result.stderr
     assert not (folder / "workflows.json").exists()
 
@@ -163,7 +163,7 @@ def test_an_unknown_template_is_refused_with_a_did_you_mean(folder: Path) -> Non
 def test_add_refuses_a_name_that_cannot_name_a_workflow(folder: Path, name: str) -> None:
     result = cli(folder, "workflows", "add", "--template", "database", "--name", name)
 
-    assert result.returncode == 1, result.stdout
+    assert result.returncode == 2, result.stdout
     assert "cannot name a workflow" in result.stderr
     assert not (folder / "workflows.json").exists()
 
@@ -209,7 +209,7 @@ def test_a_misspelled_workflow_name_is_not_found_and_the_right_one_suggested(fol
 
     result = cli(folder, "workflows", action, "database-safe-qurey")
 
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "'database-safe-qurey' not found" in result.stderr
     assert str(path) in result.stderr
     assert "Did you mean 'database-safe-query'" in result.stderr
@@ -309,7 +309,7 @@ def test_an_edit_never_rewrites_a_malformed_workflows_json(folder: Path, kind: s
 
     result = cli(folder, "workflows", *EDITS[edit])
 
-    assert result.returncode == 1, result.stdout
+    assert result.returncode == 2, result.stdout
     assert str(path) in result.stderr
     assert problem in result.stderr
     assert "nothing was changed" in result.stderr

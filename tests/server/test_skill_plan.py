@@ -124,7 +124,7 @@ def test_the_cli_prints_the_task_the_skills_and_the_prompt(skills: Path) -> None
     )
     assert [s["name"] for s in as_json["skills"]] == ["code-review"]
     missing = run(skills, "skills", "plan", "nope.md")
-    assert missing.returncode == 1 and "no plan at" in missing.stderr and "Traceback" not in missing.stderr
+    assert missing.returncode == 2 and "no plan at" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_sync_writes_the_catalog_into_agents_md_once_and_keeps_the_rest(skills: Path) -> None:

@@ -32,6 +32,12 @@ class InertStream:
         return getattr(self._stream, name)
 
 
+def raw(stream: TextIO) -> TextIO:
+    """The stream beneath an inert one, for the CLI's own terminal codes (a redraw's carriage return and erase) and
+    nothing else: text from an input, a step or an agent always goes through the inert stream."""
+    return stream._stream if isinstance(stream, InertStream) else stream
+
+
 def make_output_inert() -> None:
     """From here on, what this process prints to stdout and stderr is inert."""
     if not isinstance(sys.stdout, InertStream):

@@ -201,8 +201,11 @@ def list_abilities(project: Project, args: argparse.Namespace) -> int:
         print(json.dumps([i.model_dump() for i in infos], indent=2))
         return 0
     for info in infos:
-        flag = "" if info.valid else "  [invalid: run `abilities-mcp validate`]"
-        print(f"{info.name:28} {info.description or ''}{flag}")
+        flag = None if info.valid else "[invalid: run `abilities-mcp validate`]"
+        print(f"{info.name:28} {'  '.join(t for t in (info.description, flag) if t)}")
+        path_name = catalog.path_names.get(Path(info.path))
+        if path_name and path_name != info.name:  # a `name:` renamed it: `run PATH-NAME` would find nothing
+            print(f"{'':30}(name: {info.name!r} in {info.path}; its path alone would call it {path_name!r})")
         for name, spec in info.inputs.items():
             extra = (
                 " (required)"
@@ -249,7 +252,7 @@ def status(project: Project, args: argparse.Namespace) -> int:
     from ..engine.recovery import recover_orphans
     from ..server.views import run_view
     from ..state.store import Store
-    from .terminal import print_run
+    from .terminal import failed_step_reports, print_run
 
     store = Store(project.state_db)
     recover_orphans(store)
@@ -259,12 +262,19 @@ def status(project: Project, args: argparse.Namespace) -> int:
             print("null")  # JSON mode prints JSON: no run yet
             return 0
         print(
-            f"No run {args.run_id!r}; `abilities-mcp history` lists them." if args.run_id else "No runs yet.",
+            f"No run {args.run_id!r}; `abilities-mcp history` lists them."
+            if args.run_id
+            else "No runs yet. Start one with `abilities-mcp run NAME` (`abilities-mcp list` shows the abilities).",
             file=sys.stderr,
         )
-        return 1
+        return 2  # nothing to show: the command could not do what was asked (docs/cli.md's exit codes)
     view = run_view(record, store.get_run)
-    print(view.model_dump_json(indent=2) if args.json else print_run(view))
+    if args.json:
+        print(view.model_dump_json(indent=2))
+        return 0
+    print(print_run(view))
+    for report in failed_step_reports(store, view):  # each failure's reason, said once, with its output's end
+        print(report)
     return 0
 
 
@@ -277,6 +287,9 @@ def history(project: Project, args: argparse.Namespace) -> int:
     store = Store(project.state_db)
     recover_orphans(store)
     records = store.runs(limit=args.limit)
+    if args.json:  # the ability_history tool's shape, as `status --json` prints ability_status's
+        print(history_view(records).model_dump_json(indent=2))
+        return 0
     if not records:
         print("No runs yet. Start one with `abilities-mcp run NAME` (`abilities-mcp list` shows the abilities).")
     for record in records:
@@ -483,9 +496,9 @@ def workflows(project: Project, args: argparse.Namespace) -> int:
             print(f"Removed workflow {args.name!r} from {path}.")
         else:
             return _list_workflows(project, args.json)
-    except AbilitiesError as exc:
+    except AbilitiesError as exc:  # an unknown template or workflow, a name taken, a file it will not rewrite
         print(exc, file=sys.stderr)
-        return 1
+        return 2
     return 0
 
 

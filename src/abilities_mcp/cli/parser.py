@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+# What `decide` answers after a failed step (on_failure: ask).
+DECISIONS = ["retry", "continue", "stop"]
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The parsed command line. `gateway add NAME [options] -- COMMAND ARGS...`: everything after `--` is the
@@ -70,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = sub.add_parser("history", parents=[common], help="list recent runs")
     p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--json", action="store_true", help="what the ability_history tool returns")
     p = sub.add_parser("approve", parents=[common], help="approve the step a run waits on (at a terminal only)")
     p.add_argument("run_id")
     p.add_argument("--reject", action="store_true", help="reject instead")
@@ -78,7 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--note", help="why, for the record")
     p = sub.add_parser("decide", parents=[common], help="retry, continue or stop after a failed step (terminal only)")
     p.add_argument("run_id")
-    p.add_argument("decision", choices=["retry", "continue", "stop"])
+    p.add_argument(
+        "decision",
+        type=_decision,
+        metavar="{retry,continue,stop}",
+        help="the decision, or its first letters (r, c, s)",
+    )
     p.add_argument("--step", help="the failed step (default: whichever the run asks about)")
     p.add_argument("--note", help="why, for the record")
     p = sub.add_parser(
@@ -200,6 +209,31 @@ def _gateway_parsers(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("tools", parents=[common], help="the gateway's tool cache (.opencode/agent-skill-tools.json)")
     actions = p.add_subparsers(dest="action", required=True, metavar="{refresh}")
     actions.add_parser("refresh", parents=[common], help="list every upstream's tools and write the cache")
+
+
+def pick(values: list[str], reply: str) -> str:
+    """The value a person typed: the value itself, else the one value it starts (`r` for retry, any case); a
+    ValueError in plain words naming the values otherwise."""
+    if reply in values:
+        return reply
+    typed = reply.strip().lower()
+    found = [v for v in values if typed and v.lower().startswith(typed)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ValueError(f"{reply!r} could be {' or '.join(repr(v) for v in found)}; type more of it")
+    raise ValueError(f"{reply!r} is not one of the answers; type {_either(values)} (or its first letters)")
+
+
+def _either(values: list[str]) -> str:
+    return ", ".join(values[:-1]) + f" or {values[-1]}" if len(values) > 1 else "".join(values)
+
+
+def _decision(text: str) -> str:
+    try:
+        return pick(DECISIONS, text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _duration(text: str) -> float:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import secrets
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -12,8 +14,10 @@ from ..files import Unreadable, read_text
 from ..prerequisites.edits import write_atomically
 from ..skills.openskills import removed, synced, system_block
 from ..skills.plan import PlanError
-from ..skills.selection import for_step
+from ..skills.selection import Step, for_step
 from ..skills.skillset import SkillSet
+from ..state import skill_events
+from ..state.database import Database, StateFileError, open_state
 from .inert import inert
 
 # An AGENTS.md larger than this is not edited (it is not one a person keeps).
@@ -27,9 +31,10 @@ def plan(skillset: SkillSet, args: argparse.Namespace) -> int:
         return 2
     try:
         step = for_step(skillset, args.plan, args.task, args.kind, args.max_skills, args.budget, args.references)
-    except PlanError as exc:
+    except PlanError as exc:  # no plan there, none under the project, no checklist: not what was asked (exit 2)
         print(f"abilities-mcp: {inert(str(exc))}", file=sys.stderr)
-        return 1
+        return 2
+    record_events(skillset, step)
     task, chosen = step.task, step.selection
     if args.json:
         answer = {
@@ -57,6 +62,39 @@ def plan(skillset: SkillSet, args: argparse.Namespace) -> int:
     return 0
 
 
+def record_events(skillset: SkillSet, step: Step) -> None:
+    """Record what this command found and chose as skill events, as an MCP session's skill_plan does: each command
+    is a session of its own (`cli-…`). A state file that cannot be written costs the record, never the plan."""
+    session = f"cli-{secrets.token_hex(6)}"
+    found = list(skillset.skills.values())
+    scopes = {scope: sum(s.scope == scope for s in found) for scope in ("project", "user", "builtin")}
+    failures = [
+        {"name": path.parent.name, "error": problem.message, "path": str(path)} for path, problem in skillset.failures()
+    ]
+    chosen = step.selection
+    selection = {
+        "step_kind": chosen.step_kind,
+        "task_label": step.task.text if step.task else None,
+        "skills": [{"name": c.name, "reason": c.reason} for c in chosen.skills],
+        "strategy": chosen.strategy,
+        "errors": chosen.errors,
+    }
+    try:
+        db, notice = open_state(skillset.project.state_db, Database)
+    except (StateFileError, OSError, sqlite3.Error) as exc:
+        print(f"abilities-mcp: skill events not recorded: {exc}", file=sys.stderr)
+        return
+    if notice:
+        print(notice, file=sys.stderr)
+    try:
+        skill_events.record_discovery(db, session, scopes, sorted(s.name for s in found), failures)
+        skill_events.record_selection(db, session, selection, chosen.truncated, chosen.budget)
+    except sqlite3.Error as exc:  # a read-only mount, a full disk
+        print(f"abilities-mcp: skill events not recorded: {exc}", file=sys.stderr)
+    finally:
+        db.close()
+
+
 def sync(skillset: SkillSet, args: argparse.Namespace) -> int:
     """Write OpenSkills' <skills_system> block into AGENTS.md (replaced in place, else appended); idempotent."""
     root = skillset.project.root
@@ -73,7 +111,7 @@ def sync(skillset: SkillSet, args: argparse.Namespace) -> int:
         before = None
     except Unreadable as exc:
         print(f"abilities-mcp: {target} {exc}; nothing was written", file=sys.stderr)
-        return 1
+        return 2
     skills = sorted((s for s in skillset.skills.values() if s.model_invocable), key=lambda s: s.name)
     command = args.read_command or "abilities-mcp skills read"
     after = synced(before, system_block(skills, command), target.stem) if skills else removed(before or "")

@@ -37,7 +37,8 @@ from ..server.views import run_view
 from ..state.project import Project
 from ..state.store import Store
 from . import person
-from .inert import inert
+from .inert import inert, raw
+from .parser import pick
 
 MARKS = {"running": ">", "completed": "ok", "failed": "FAIL", "skipped": "skip", "cancelled": "cancel"}
 
@@ -60,8 +61,8 @@ async def run_in_terminal(project: Project, name: str, inputs: dict[str, Any]) -
                 tg.cancel_scope.cancel()
         view = run_view(store.get_run(run_id), store.get_run)
         print(print_run(view))
-        for step in (s for s in view.steps if s.status == "failed"):
-            print(failed_step_report(store, run_id, step.id), file=sys.stderr)
+        for report in failed_step_reports(store, view):
+            print(report, file=sys.stderr)
         return run_exit_code(view)
     finally:
         store.close()
@@ -70,11 +71,20 @@ async def run_in_terminal(project: Project, name: str, inputs: dict[str, Any]) -
 # How often the step in flight is redrawn at a terminal, and how often a plain progress line is printed otherwise
 # ($ABILITIES_PROGRESS_EVERY seconds, for a CI log that wants more or fewer).
 TICK_SECONDS = 1.0
+# Back to the start of the line and erase it: how the step in flight is redrawn in place.
+REDRAW = "\r\x1b[K"
 PLAIN_PROGRESS_SECONDS = 30.0
 # `run`'s exit codes (documented in `run --help` and docs/cli.md).
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 3
 # Lines of a failed step's output shown after the run; `abilities-mcp logs` prints all of it.
 FAILED_TAIL_LINES = 20
+# How the engine appends a quote of stderr to a script step's failure (engine/scripts.py); the block of a failed step
+# shows stderr's last lines instead.
+STDERR_QUOTE = "; stderr: "
+# A step skipped because the run stopped at a failed step: the engine repeats that step's whole reason after it.
+_SKIPPED_AFTER_FAILURE = re.compile(r"^(not run: step '[^']+' failed): .*", re.DOTALL)
+# The run's error when it stopped at a failed step (its block says why).
+_RUN_STOPPED_AT = re.compile(r"^step '([^']+)' failed: ")
 # The server's words, as a person at a terminal says them.
 _CLI_WORDS = [
     (re.compile(r"Call ability_list\(\) to see what exists\."), "Run `abilities-mcp list` to see what exists."),
@@ -113,10 +123,19 @@ def run_exit_code(view: Run) -> int:
     return EXIT_FAILED if failed else EXIT_PASSED
 
 
+def failed_step_reports(store: Store, view: Run) -> list[str]:
+    """One block per failed step: the one place a failure's reason is said (print_run and the live lines point
+    here rather than repeat it)."""
+    return [failed_step_report(store, view.run_id, s.id) for s in view.steps if s.status == "failed"]
+
+
 def failed_step_report(store: Store, run_id: str, step_id: str) -> str:
     """What a person needs when a step failed: why, and the end of what it printed."""
     record = store.get_run(run_id).step(step_id)
-    lines = [f"--- {step_id} failed: {record.error or 'no reason recorded'}"]
+    reason = record.error or "no reason recorded"
+    if (record.stderr or "").strip():  # the stderr tail below says it in full: no quote of it in the reason too
+        reason = reason.split(STDERR_QUOTE, 1)[0]
+    lines = [f"--- {step_id} failed: {reason}"]
     for label, text in (("stdout", record.output), ("stderr", record.stderr)):
         tail = (text or "").rstrip("\n").splitlines()[-FAILED_TAIL_LINES:]
         if tail:
@@ -137,8 +156,16 @@ class Ticker:
 
     def clear(self) -> None:
         if self.shown:
-            print("\r\x1b[K", end="", flush=True)
+            self._draw("")
             self.shown = False
+
+    @staticmethod
+    def _draw(text: str) -> None:
+        """Redraw the line: the carriage return and erase are the CLI's own codes, written past the inert stream so
+        the terminal obeys them; the text goes through it, so nothing a step printed is obeyed."""
+        raw(sys.stdout).write(REDRAW)
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
     def show(self, store: Store, run_id: str) -> None:
         running = [s for s in store.get_run(run_id).steps if s.status == "running" and s.started_at]
@@ -150,7 +177,7 @@ class Ticker:
         text = f"  [>] {step.step_id}  {elapsed:.0f}s" + (f"  {line}" if line else "")
         if self.live:
             width = shutil.get_terminal_size().columns
-            print("\r\x1b[K" + text[: max(width - 1, 20)], end="", flush=True)
+            self._draw(text[: max(width - 1, 20)])
             self.shown = True
         elif elapsed >= self.next_plain:
             print(f"{text}  (still running)", flush=True)
@@ -267,9 +294,12 @@ def _ask_inline(question: Question) -> Answer | str | None:
         reply = _prompt(f"Answer ({' / '.join(question.values())}): ")
         if reply is None:
             return None
-        if question.option(reply) is not None:
-            return from_a_person(question.from_choice(reply, "terminal"))
-        print(f"{reply!r} is not one of {question.values()}", flush=True)
+        try:
+            value = pick(question.values(), reply)
+        except ValueError as exc:  # ask again, naming the answers
+            print(exc, flush=True)
+            continue
+        return from_a_person(question.from_choice(value, "terminal"))
 
 
 def from_a_person(answer: Answer) -> Answer | str:
@@ -295,9 +325,9 @@ def answer_command(project: Project, run_id: str, step_id: str | None, wanted: s
         try:
             record, question = engine.pending_question(run_id, step_id, "terminal")
             answer = _command_answer(question, run_id, wanted, choice, note)
-        except (Refused, ValueError) as exc:
+        except (Refused, ValueError) as exc:  # no such run, nothing asked, the other command, no such choice
             print(f"abilities-mcp: {exc}", file=sys.stderr)
-            return 1
+            return EXIT_USAGE
         print(question.message(run_id, record.ability), flush=True)
         verb = {True: "Approve", False: "Reject"}[answer.approved] if question.kind != "decision" else answer.value
         reply = _prompt(f"\n{verb.capitalize()} ({answer.value})? [y/N] ")
@@ -309,9 +339,9 @@ def answer_command(project: Project, run_id: str, step_id: str | None, wanted: s
             return _refused(f"{taken}; nothing was recorded")
         try:
             engine.record_answer(run_id, question, taken)
-        except Refused as exc:
+        except Refused as exc:  # answered meanwhile from elsewhere, or timed out
             print(f"abilities-mcp: {exc}", file=sys.stderr)
-            return 1
+            return EXIT_USAGE
         print(f"Recorded: {taken.summary()}.", flush=True)
         return 0
     finally:
@@ -333,7 +363,7 @@ def _command_answer(question: Question, run_id: str, wanted: str, choice: str | 
     if wanted != "decision" and question.kind == "decision":
         raise ValueError(f"run {run_id} waits for a decision, not an approval: `{question.terminal_command(run_id)}`")
     if choice is not None:
-        return question.from_choice(choice, "terminal", note)
+        return question.from_choice(pick(question.values(), choice), "terminal", note)
     return question.from_yes_no(wanted == "approve", "terminal", note)
 
 
@@ -354,7 +384,9 @@ def _print_changes(store: Store, run_id: str, seen: dict[str, tuple[str, int]]) 
             seen[step.step_id] = key
             detail = f" ({step.duration_ms} ms)" if step.duration_ms is not None and step.status != "running" else ""
             attempt = f" attempt {step.attempts}" if step.attempts > 1 else ""
-            reason = f": {step.error}" if step.error and step.status != "running" else ""
+            # A failure's reason is said once, in its block after the run; here the other statuses say why.
+            shown = step.error and step.status not in ("running", "failed")
+            reason = f": {brief_reason(step.error)}" if shown else ""
             print(f"  [{MARKS.get(step.status, step.status)}] {step.step_id}{attempt}{detail}{reason}", flush=True)
 
 
@@ -367,12 +399,30 @@ async def _cancel_on_interrupt(engine: Engine, run_id: str) -> None:
 
 
 def print_run(view: Run) -> str:
-    """A run as lines of text."""
-    lines = [f"run {view.run_id}  {view.ability}  {view.status}  ({view.progress.done}/{view.progress.total} steps)"]
+    """A run as lines of text. A failed step's reason is left to its block (failed_step_reports): each reason is
+    said once, and the steps skipped after it say which step failed."""
+    lines = [f"run {view.run_id}  {view.ability}  {view.status}  ({step_count(view)})"]
     for s in view.steps:
         extra = f"  exit {s.exit_code}" if s.exit_code is not None else ""
-        lines.append(f"  {s.id:20} {s.status:10}{extra}{'  ' + s.error if s.error else ''}")
-    if view.error:
+        why = "" if s.status == "failed" or not s.error else f"  {brief_reason(s.error)}"
+        lines.append(f"  {s.id:20} {s.status:10}{extra}{why}")
+    stopped_at = _RUN_STOPPED_AT.match(view.error or "")
+    failed = {s.id for s in view.steps if s.status == "failed"}
+    if view.error and not (stopped_at and stopped_at.group(1) in failed):
         lines.append(f"error: {view.error}")
     lines += [f"  answered {a.step}: {a.answer}  ({a.at})" for a in view.answers]
     return "\n".join(lines)
+
+
+def step_count(view: Run) -> str:
+    """How many steps ran of how many, and what became of the others: `1 of 4 steps ran; 1 failed, 3 skipped`."""
+    statuses = [s.status for s in view.steps]
+    ran = sum(status in ("completed", "failed") for status in statuses)
+    others = [f"{statuses.count(st)} {st}" for st in ("failed", "cancelled", "skipped", "running", "awaiting")]
+    rest = [o for o in others if not o.startswith("0 ")]
+    return f"{ran} of {len(statuses)} steps ran" + (f"; {', '.join(rest)}" if rest else "")
+
+
+def brief_reason(reason: str) -> str:
+    """A step's reason without the failure of another step it repeats (that step's block says it)."""
+    return _SKIPPED_AFTER_FAILURE.sub(r"\1", reason)

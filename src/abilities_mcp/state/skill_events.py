@@ -33,6 +33,27 @@ def record(db: Database, kind: str, detail: dict[str, Any], session_id: str | No
         )
 
 
+def record_discovery(
+    db: Database, session_id: str, scopes: dict[str, int], names: list[str], failures: list[dict[str, str]]
+) -> None:
+    """What a session found: the skills by scope (SKILLS_DISCOVERED) and each SKILL.md that did not load."""
+    record(db, DISCOVERED, {"count": len(names), "locations": scopes, "names": names}, session_id)
+    for failure in failures:
+        record(db, LOAD_FAILED, failure, session_id)
+
+
+def record_selection(
+    db: Database, session_id: str, selection: dict[str, Any], truncated: list[str], budget: int
+) -> None:
+    """What a plan's step was given: the selection (SKILLS_SELECTED, its `errors` each a SKILLS_LOAD_FAILED too) and
+    each skill whose body was cut to the budget (SKILLS_TRUNCATED). The shape the skill_plan tool records."""
+    record(db, SELECTED, selection, session_id)
+    for error in selection.get("errors") or []:
+        record(db, LOAD_FAILED, error, session_id)
+    for name in truncated:
+        record(db, TRUNCATED, {"name": name, "max_chars": budget}, session_id)
+
+
 def events(
     db: Database,
     kind: str | None = None,
