@@ -117,16 +117,20 @@ def serve(project: Project, args: argparse.Namespace) -> int:
 
 
 def _banner(project: Project) -> str:
-    from .. import __version__
+    import shlex
 
+    from .. import __version__
+    from ..clients.configs import running_command
+
+    # The Inspector starts its command without a shell: this very program, by its absolute path.
+    command = shlex.join([*running_command(), "--root", str(project.root)])
     return "\n".join(
         [
             f"abilities-mcp {__version__}: an MCP server on stdio. A client starts it; typed lines must be JSON-RPC.",
             f"  project  {project.root}",
             f"  state    {project.state_db}",
             "  connect  abilities-mcp init claude (or opencode, cursor, vscode, codex, gemini, desktop) in the project",
-            f"  inspect  npx -y @modelcontextprotocol/inspector@2.12.0 --cli abilities-mcp --root {project.root} "
-            "--method tools/list",
+            f"  inspect  npx -y @modelcontextprotocol/inspector@2.12.0 --cli {command} --method tools/list",
             "  stop     Ctrl-C",
         ]
     )

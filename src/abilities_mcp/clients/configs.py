@@ -168,10 +168,16 @@ def _default_command() -> tuple[list[str], str | None]:
     """abilities-mcp on PATH; else the console script running now; else this Python with `-m`."""
     if shutil.which("abilities-mcp"):
         return ["abilities-mcp"], None
+    argv = running_command()
+    return argv, f"abilities-mcp is not on PATH; the config runs {shlex.join(argv)} — pass --command to choose"
+
+
+def running_command() -> list[str]:
+    """The argv that starts this very abilities-mcp, absolute: the console script running now, else this Python
+    with `-m` (a command run without a shell, as clients and the Inspector run it, needs no PATH then)."""
     script = Path(sys.argv[0])
     is_script = script.name in ("abilities-mcp", "abilities-mcp.exe") and script.is_file()
-    argv = [os.path.abspath(script)] if is_script else [sys.executable, "-m", "abilities_mcp"]
-    return argv, f"abilities-mcp is not on PATH; the config runs {shlex.join(argv)} — pass --command to choose"
+    return [os.path.abspath(script)] if is_script else [sys.executable, "-m", "abilities_mcp"]
 
 
 def desktop_config_path(platform: str, env: Mapping[str, str], home: Path) -> Path:
