@@ -222,6 +222,45 @@ async def test_codex_a_strict_agent_steps_out_of_step_shell_call_is_denied_with_
     assert "decision" not in codex(root, "Stop", stop_hook_active=True)
 
 
+async def test_codex_a_strict_agent_step_lets_codexs_subagent_tools_through_and_then_the_named_subagents_calls(
+    server, write, root
+) -> None:
+    await start_agent_step(server, write, SESSION)
+    calls = [  # Codex 0.169.0's subagent tools, as the step's instructions ask ("your Task/subagent tool")
+        ("spawn_agent", {"agent_type": "scribe", "message": "Write the changelog"}),
+        ("wait_agent", {"targets": ["019a7c2e-agent-1"], "timeout_ms": 60000}),
+        ("send_input", {"target": "019a7c2e-agent-1", "message": "shorter, please"}),
+        ("close_agent", {"target": "019a7c2e-agent-1"}),
+    ]
+
+    for tool, arguments in calls:
+        assert codex(root, "PreToolUse", tool_name=tool, tool_input=arguments) == {}, tool
+
+    scribe = {"agent_id": "019a7c2e-agent-1", "agent_type": "scribe"}  # a call from inside the spawned agent
+    assert codex(root, "PreToolUse", tool_name="Bash", tool_input={"command": "git log"}, **scribe) == {}
+    stranger = {"agent_id": "019a7c2e-agent-2", "agent_type": "explorer"}
+    denied = codex(root, "PreToolUse", tool_name="Bash", tool_input={"command": "git log"}, **stranger)
+    why = denied["hookSpecificOutput"]["permissionDecisionReason"]
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "spawn_agent" in why and "delegating to 'scribe'" in why
+
+
+async def test_codex_subagent_tools_wait_like_any_other_tool_while_the_server_runs_a_script(
+    server, write, root, sleep_seconds
+) -> None:
+    step = f"{{id: build, type: script, run: 'sleep {sleep_seconds()}'}}"
+    write("slow", f"description: d\nsteps:\n  - {step}\nsettings: {{enforcement: strict}}\n")
+    result = await server.call_tool("ability_run", {"name": "slow", "wait_seconds": 0}, meta={"sessionID": SESSION})
+    run_id = result.structured_content["run_id"]
+    try:
+        out = codex(root, "PreToolUse", tool_name="spawn_agent", tool_input={"message": "build it yourself"})
+        why = out["hookSpecificOutput"]["permissionDecisionReason"]
+        assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert "spawn_agent is not allowed now" in why and f"Run {run_id} of ability 'slow'" in why
+    finally:
+        await server.call_tool("ability_cancel", {"run_id": run_id}, meta={"sessionID": SESSION})
+
+
 def test_codex_a_workflow_denies_until_its_prerequisites_ran_recorded_by_post_tool_use(root) -> None:
     use_workflows(root, "database")
     query = "mcp__db__execute_query"
@@ -296,6 +335,18 @@ async def test_gemini_a_strict_agent_steps_out_of_step_shell_call_is_denied_and_
     again = gemini(root, "AfterAgent", prompt="go", prompt_response="done", stop_hook_active=False)
     assert again["decision"] == "deny" and "step 'write'" in again["reason"]
     assert "decision" not in gemini(root, "AfterAgent", prompt="go", prompt_response="done", stop_hook_active=True)
+
+
+async def test_gemini_a_strict_agent_step_lets_invoke_agent_through(server, write, root) -> None:
+    await start_agent_step(server, write, GEMINI_SESSION)
+
+    delegated = gemini(
+        root, "BeforeTool", tool_name="invoke_agent", tool_input={"agent_name": "scribe", "prompt": "go"}
+    )
+
+    assert delegated == {}
+    shell = gemini(root, "BeforeTool", tool_name="run_shell_command", tool_input={"command": "touch pwned"})
+    assert shell["decision"] == "deny" and "invoke_agent" in shell["reason"]
 
 
 def test_gemini_a_workflow_denies_until_its_prerequisites_ran_recorded_by_after_tool(root) -> None:

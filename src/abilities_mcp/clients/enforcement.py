@@ -1,4 +1,4 @@
-"""What a live run lets the client's own tools do (DESIGN §7), and whether the agent may stop.
+"""What a live run lets the client's own tools do (docs/clients.md, the level table), and whether the agent may stop.
 
 - strict: only this server's tools, read-only tools and the current step's tools; Stop is blocked while the agent
   or a script must act.
@@ -6,8 +6,9 @@
   the step allows them; Stop is allowed.
 - loose: nothing is blocked; the step is given to the model as context.
 
-A step's tools by type: script, approval and decision: none (wait); agent: the subagent tool (Task) and the
-subagent's own calls; skill: the Skill tool; plus the step's `tools:`; a workflow step: its child's step.
+A step's tools by type: script, approval and decision: none (wait); agent: the subagent tools (Task, Agent,
+invoke_agent, Codex's spawn_agent and its kin: DELEGATE) and the subagent's own calls; skill: the Skill tool; plus
+the step's `tools:`; a workflow step: its child's step.
 Pure functions, stdlib only: the hook runs them on every tool call.
 """
 
@@ -106,8 +107,24 @@ DESTRUCTIVE = {
     "strreplace",
     "delete",
 }
-# Hands work to a subagent (Claude Code calls it Agent since 2.1.63, Task before; Gemini CLI invoke_agent).
-DELEGATE = {"task", "agent", "invoke_agent"}
+# Hands work to a subagent (Claude Code calls it Agent since 2.1.63, Task before; OpenCode task; Gemini CLI
+# invoke_agent), and Codex's subagent tools: spawn_agent and those that talk to, wait for and close what it spawned
+# (codex-rs multi_agent_tool, 0.169.0: v1 send_input, resume_agent; v2 send_message, followup_task,
+# interrupt_agent, list_agents; both wait_agent, close_agent).
+DELEGATE = {
+    "task",
+    "agent",
+    "invoke_agent",
+    "spawn_agent",
+    "send_input",
+    "resume_agent",
+    "send_message",
+    "followup_task",
+    "interrupt_agent",
+    "list_agents",
+    "wait_agent",
+    "close_agent",
+}
 SKILL = {"skill", "activate_skill"}
 # Another server's tool is read-only when its name starts with one of these verbs (its annotations are not
 # visible to a hook); any other tool of another server counts as one that changes things.
@@ -260,7 +277,8 @@ def where(position: Position) -> str:
 def allowed_now(position: Position) -> str:
     parts = ["this server's ability_*/skill_*/workflow_* tools", "read-only tools"]
     if position.waits_for_agent and position.step_type == "agent":
-        parts.append(f"Task (delegating to {position.agent!r}) and that subagent's calls" if position.agent else "Task")
+        tool = "the subagent tool (Task, Agent, spawn_agent, invoke_agent)"
+        parts.append(f"{tool} delegating to {position.agent!r} and that subagent's calls" if position.agent else tool)
     if position.waits_for_agent and position.step_type == "skill":
         parts.append(f"Skill (loading {position.skill!r})" if position.skill else "Skill")
     if position.tools:
