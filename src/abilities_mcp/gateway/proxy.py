@@ -230,16 +230,17 @@ class Proxy:
                     wanted_steps.setdefault(p.tool, (m, p))
         if any(_upstream_tool(tool, entry.server, listing) is None for tool in wanted_steps):
             listing = await self.listing()  # some prerequisite lives elsewhere: only now start the other upstreams
-        plan, blocked = [], []
+        plan, blocked, steps = [], [], []
         for m, p in wanted_steps.values():
             target = _upstream_tool(p.tool, entry.server, listing)
+            steps.append((p, target))
             try:
                 filled = {**p.params, **fill(p.arguments, arguments)}
             except Unfilled as exc:
                 blocked.append((m, p, target, f"{exc.reference} is not an argument of this call"))
                 continue
             if target is None:
-                blocked.append((m, p, None, _not_offered(p.tool, entry.server)))
+                blocked.append((m, p, None, _not_offered(p.tool, entry.server, listing)))
                 continue
             problems = schema_problems(target.input_schema, filled)
             if problems:
@@ -247,7 +248,7 @@ class Proxy:
                 continue
             plan.append(Planned(m.workflow.name, p, target, filled))
         if blocked:
-            raise _cannot_run(entry, blocked, arguments)
+            raise _cannot_run(entry, blocked, steps, arguments)
         return plan
 
     async def _run(self, step: Planned, session_id: str, listing: Listing) -> Ran:
@@ -295,31 +296,44 @@ def _upstream_tool(want: str, server: str, listing: Listing) -> Entry | None:
     return next((e for e in listing.entries if same(e.server, target) and same(e.name, name.tool)), None)
 
 
-def _not_offered(want: str, server: str) -> str:
+def _not_offered(want: str, server: str, listing: Listing) -> str:
     name = wanted(want)
     if name.server is not None:
         return f"no upstream server {name.server!r} offers {name.tool!r}"
+    elsewhere = sorted({e.server for e in listing.entries if same(e.name, name.tool)})
+    if not elsewhere:
+        return f"no upstream server offers {name.tool!r}"
     return (
-        f"{server!r} offers no {name.tool!r}, and a bare prerequisite runs on the gated call's server; one that "
-        f"runs on another upstream names it (SERVER__{name.tool})"
+        f"{server!r} offers no {name.tool!r}, and a bare prerequisite runs on the gated call's server; "
+        f"{', '.join(map(repr, elsewhere))} offers one, which a workflow names {elsewhere[0]}__{name.tool}"
     )
 
 
-def _cannot_run(entry: Entry, blocked: list, arguments: dict[str, Any]) -> Refused:
-    """Refuse the call, naming each prerequisite the gateway could not run and the calls that would satisfy it."""
+def _cannot_run(entry: Entry, blocked: list, steps: list, arguments: dict[str, Any]) -> Refused:
+    """Refuse the call (nothing was sent), naming each prerequisite the gateway could not run. When every missing
+    step is a tool an upstream offers, the legal next calls are those steps in order, made by the caller with the
+    arguments each needs, then the call again; a step no upstream can run is never named as a call to make, but as
+    a workflow to fix."""
     why = "; ".join(
         f"step {p.step} ({p.tool}) of workflow {m.workflow.name!r}: {reason}" for m, p, _, reason in blocked
     )
-    calls = [
-        NextCall("tool_call", {"tool": target.qualified if target else p.tool, "arguments": dict(p.params)})
-        for _, p, target, _ in blocked
-    ]
+    head = f"{entry.qualified!r} is gated by an enforce workflow whose prerequisites the gateway cannot run itself"
+    unmet = [(m, p) for m, p, target, _ in blocked if target is None]
+    if unmet:
+        tools = list(dict.fromkeys(repr(p.tool) for _, p in unmet))
+        workflows = ", ".join(dict.fromkeys(repr(m.workflow.name) for m, _ in unmet))
+        which = tools[0] if len(tools) == 1 else f"one of {', '.join(tools)}"
+        fix = (
+            f" If {which} is a tool of your client, not of an upstream, call it directly (your client's hook records "
+            f"it), then call {entry.qualified!r} again. Otherwise workflow {workflows} names a tool no upstream has, "
+            "and no call can meet it: ask the user to fix it in workflows.json (name a tool an upstream offers, "
+            "make the step optional or remove it; a person then runs `abilities-mcp trust`, as that loosens a gate)"
+        )
+        return Refused(f"{head}: {why}.{fix}", "prerequisites missing in this session", [NextCall("workflow_list", {})])
+    calls = [NextCall("tool_call", {"tool": target.qualified, "arguments": dict(p.params)}) for p, target in steps]
     calls.append(NextCall("tool_call", {"tool": entry.qualified, "arguments": arguments}))
-    return Refused(
-        f"{entry.qualified!r} is gated by an enforce workflow whose prerequisites the gateway cannot run itself: {why}",
-        "prerequisites missing in this session",
-        calls,
-    )
+    fix = " Nothing was sent: make these calls in order yourself, each with the arguments it needs, then this one."
+    return Refused(f"{head}: {why}.{fix}", "prerequisites missing in this session", calls)
 
 
 def _bad_arguments(entry: Entry, problems: list[str]) -> str:

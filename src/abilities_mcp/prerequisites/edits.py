@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AbilitiesError, did_you_mean
-from .templates import TEMPLATES
-from .workflows import META_KEYS, parse_json
+from .templates import TEMPLATES, fit
+from .workflows import META_KEYS, TOOL_CACHE, parse_json, read_json, tool_categories
 
 
 class WorkflowFileError(AbilitiesError):
@@ -25,12 +25,27 @@ class WorkflowFileError(AbilitiesError):
 
 def add_template(path: Path, template: str, name: str | None = None) -> str:
     """Add a built-in template under its own name or `name`; returns the name used."""
+    return add_fitted_template(path, template, name)[0]
+
+
+def add_fitted_template(path: Path, template: str, name: str | None = None) -> tuple[str, list[str]]:
+    """Add a built-in template, fitted to the tools the project's tool cache (beside `path`) lists for its category
+    (templates.fit); returns the name used and what the fit changed. A template none of whose required steps those
+    tools offer is refused: its workflow could never be met."""
     if template not in TEMPLATES:
         close = did_you_mean(template, TEMPLATES)
         hint = f"did you mean {close!r}? " if close else ""
         raise WorkflowFileError(f"Unknown template {template!r}; {hint}templates: {', '.join(TEMPLATES)}")
+    fitted = fit(TEMPLATES[template], _cached_categories(path.parent / TOOL_CACHE))
+    if fitted.category_tools and not any(p.get("required", True) for p in fitted.entry["prerequisites"]):
+        wanted = ", ".join(p["tool"] for p in TEMPLATES[template]["prerequisites"])
+        raise WorkflowFileError(
+            f"Template {template!r} needs {wanted} first, and this project's tools of its category "
+            f"({', '.join(fitted.category_tools)}, from {TOOL_CACHE}) offer none of them: its workflow could never be "
+            "met. Write a workflow in workflows.json whose prerequisites are tools they offer. Nothing was changed."
+        )
     data, indent = _read(path)
-    entry = {k: v for k, v in json.loads(json.dumps(TEMPLATES[template])).items() if k != "name"}
+    entry = {k: v for k, v in fitted.entry.items() if k != "name"}
     chosen = TEMPLATES[template]["name"] if name is None else name
     if not chosen.strip() or chosen in META_KEYS:
         raise WorkflowFileError(f"{chosen!r} cannot name a workflow; pass --name with another name")
@@ -40,7 +55,13 @@ def add_template(path: Path, template: str, name: str | None = None) -> str:
         )
     data[chosen] = {"enabled": True, **entry, "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
     _write(path, data, indent)
-    return chosen
+    return chosen, fitted.notes
+
+
+def _cached_categories(cache: Path) -> dict[str, frozenset[str]]:
+    """The tool cache's tool ids and their categories; {} without a usable cache."""
+    data, _ = read_json(cache)
+    return tool_categories(data) if isinstance(data, dict) else {}
 
 
 def set_enabled(path: Path, name: str, enabled: bool) -> bool:

@@ -12,7 +12,7 @@ it was seen: a self-report (workflow_record) does not count there.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..phrases import phrase
@@ -51,6 +51,14 @@ class Observer(NamedTuple):
             return False
         listed = self.offers.get(server.lower())
         return listed is None or tool.lower() in listed
+
+    def lacks(self, server: str | None, tool: str) -> bool:
+        """Whether `server` is an upstream whose tools are at hand and `tool` is not among them: no call of it
+        there can be made (a client's own tool of that name is the client's to call)."""
+        if server is None or not same(server, self.upstreams):
+            return False
+        listed = self.offers.get(server.lower())
+        return listed is not None and tool.lower() not in listed
 
 
 NOBODY = Observer()
@@ -168,7 +176,9 @@ def check(
             recorded = satisfied(workflow, done.get(workflow.name, {}), name, observer)
             matched.append(standing(workflow, reasons, recorded))
     verdict = max((m.verdict for m in matched), key=VERDICTS.index, default="allow")
-    return Check(verdict, name.raw, matched, message(verdict, name.raw, matched, how), next_calls(matched))
+    lacking = {p.tool for m in matched for p in m.missing if observer.lacks(*_where(wanted(p.tool), name))}
+    said = message(verdict, name.raw, matched, how) + _lacking(lacking, name)
+    return Check(verdict, name.raw, matched, said, next_calls(matched, lacking))
 
 
 def standing(workflow: Workflow, reasons: list[str], recorded: dict[int, Any]) -> Matched:
@@ -182,13 +192,33 @@ def standing(workflow: Workflow, reasons: list[str], recorded: dict[int, Any]) -
     return Matched(workflow, verdict, reasons, missing, optional, done)
 
 
-def next_calls(matched: list[Matched]) -> list[tuple[str, dict[str, Any]]]:
-    """The missing prerequisites to call, in step order, strictest workflow first, each tool once."""
+def next_calls(matched: list[Matched], lacking: Collection[str] = ()) -> list[tuple[str, dict[str, Any]]]:
+    """The missing prerequisites to call, in step order, strictest workflow first, each tool once; never one of
+    `lacking`, tools their upstream does not have."""
     calls: dict[str, dict[str, Any]] = {}
     for m in sorted(matched, key=lambda m: -VERDICTS.index(m.verdict)):
         for p in m.missing if m.verdict != "allow" else ():
-            calls.setdefault(p.tool, dict(p.params))
+            if p.tool not in lacking:
+                calls.setdefault(p.tool, dict(p.params))
     return list(calls.items())
+
+
+def _where(prerequisite: Name, gated: Name) -> tuple[str | None, str]:
+    """Where a prerequisite runs for a call of `gated` (the server it names, else the gated call's), and its tool."""
+    return prerequisite.server or gated.server, prerequisite.tool
+
+
+def _lacking(tools: Collection[str], gated: Name) -> str:
+    """What the message says of prerequisites no upstream call can meet, instead of telling the model to call them."""
+    if not tools:
+        return ""
+    named = ", ".join(sorted(map(repr, tools)))
+    return (
+        f"\nNo call can meet {named} on {gated.server!r}, whose tools have none of that name: if it is one of your "
+        "client's own tools, call it directly; otherwise the workflow names a tool no upstream has, and a person "
+        "fixes it in workflows.json (a tool an upstream offers, the step optional or removed; then `abilities-mcp "
+        "trust`)."
+    )
 
 
 def message(verdict: str, tool: str, matched: list[Matched], how: str = RECORD_YOURSELF) -> str:

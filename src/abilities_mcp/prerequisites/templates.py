@@ -1,8 +1,14 @@
-"""The built-in workflow templates (`abilities-mcp workflows add --template NAME`): skill-manager's, verbatim."""
+"""The built-in workflow templates (`abilities-mcp workflows add --template NAME`): skill-manager's, as written, and
+fitted to the tools a project's upstreams offer (the tool cache) when it has tools of the template's category: a
+workflow whose prerequisite no upstream has could never be met, and every call it gates would be refused."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from .names import wanted
 
 # The built-in templates of @nano-step/skill-manager 4.0.0 (workflow-templates.json), verbatim.
 TEMPLATES: dict[str, dict[str, Any]] = {
@@ -90,3 +96,44 @@ TEMPLATES: dict[str, dict[str, Any]] = {
         "mode": "suggest",
     },
 }
+
+# What other servers call a template's prerequisites (mcp-server-sqlite's describe_table is the database template's
+# inspect_table): each is fitted to the first of these names the project's tools of the category have.
+ALSO_CALLED: dict[str, tuple[str, ...]] = {
+    "list_databases": ("list_schemas", "list_dbs", "show_databases"),
+    "list_tables": ("show_tables", "get_tables", "list-tables"),
+    "inspect_table": ("describe_table", "describe-table", "get_table_schema", "table_schema"),
+    "get_indexes": ("list_indexes", "get_table_indexes", "show_indexes"),
+    "take_snapshot": ("browser_snapshot",),  # Playwright's MCP server
+}
+
+
+class Fitted(NamedTuple):
+    """A template as a project's tools can meet it, and what was changed to get there (empty: as written)."""
+
+    entry: dict[str, Any]
+    notes: list[str]
+    category_tools: list[str]  # the project's tools of the template's category; [] when it knows none
+
+
+def fit(template: dict[str, Any], categories: Mapping[str, frozenset[str]]) -> Fitted:
+    """The template fitted to the tools the tool cache puts in its category (`categories`: tool id -> its
+    categories, prerequisites/workflows.py's tool_categories): each prerequisite named as those tools call it
+    (ALSO_CALLED), one none of them offers left out, the steps numbered again. With no such tool known (no cache,
+    or no tool of that kind behind the gateway, such as a server the client calls directly) it stays as written."""
+    entry = json.loads(json.dumps(template))
+    category = str(entry.get("triggers", {}).get("category", "")).lower()
+    tools = sorted({wanted(t).tool for t, names in categories.items() if category and category in names})
+    if not tools:
+        return Fitted(entry, [], [])
+    kept, notes = [], []
+    for step in entry["prerequisites"]:
+        found = next((n for n in (step["tool"], *ALSO_CALLED.get(step["tool"], ())) if n in tools), None)
+        if found is None:
+            notes.append(f"left out step {step['step']} ({step['tool']}): no upstream tool of {category!r} has it")
+            continue
+        if found != step["tool"]:
+            notes.append(f"step {step['step']} ({step['tool']}) is {found} here")
+        kept.append({**step, "tool": found})
+    entry["prerequisites"] = [{**step, "step": n} for n, step in enumerate(kept, 1)]
+    return Fitted(entry, notes, tools)
