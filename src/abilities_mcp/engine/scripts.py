@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,9 @@ if TYPE_CHECKING:
 
 # How much of stderr a failure message quotes.
 STDERR_QUOTE_CHARS = 500
+# The Python running abilities-mcp, for a step that needs the interpreter it was installed into (from a venv: that
+# venv's, with its packages) whatever `python3` PATH finds. The server's environment may set it; a step's env wins.
+PYTHON_VAR = "ABILITIES_PYTHON"
 
 
 def needles(step: ScriptStep) -> dict[str, tuple[str, ...]]:
@@ -41,6 +45,7 @@ def prepare_script(step: ScriptStep, live: LiveRun, root: Path) -> tuple[str, Pa
     if not cwd.is_dir():
         raise ValueError(f"cwd {step.cwd!r} does not exist under the project root; create it or fix cwd")
     env = {
+        **({PYTHON_VAR: sys.executable} if sys.executable else {}),
         **live.base_env,
         **input_env(live.inputs),
         **{k: render_text(v, resolve).replace("\0", "") for k, v in step.env.items()},
