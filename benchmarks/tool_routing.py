@@ -8,6 +8,10 @@ Quality: tool_eval/tasks.yaml's labeled tasks (dev and test alternate; tune on d
 real tools of 15 servers in tool_eval/tools.json, as their tools/list gave them: top-1 and top-3 (of tasks some
 tool does), no-match recall and precision (of tasks no tool does), for tool_search and the keyword baseline.
 
+Questions about data: tool_eval/data_questions.yaml (the user's own names, "which users are in the shop database"),
+routed over mcp-server-sqlite's tools alone, as a project with only that server has them, and over the 118: top-1
+and top-3, dev (read when the rule was chosen) and held-out.
+
 Speed: those real tools, copied onto servers named after them with a suffix until there are 2,000, so names and
 descriptions repeat as they do when several instances of a server are configured. The MCP round trip is not timed
 here (see gateway_roundtrip.py); the index build is reported apart.
@@ -46,6 +50,11 @@ REAL = [
 # (task, the tools that would do it: any of them counts, or none when no tool does); dev and test alternate.
 LABELED = [(task, set((expect or "").split())) for task, expect in yaml.safe_load((EVAL / "tasks.yaml").read_text())]
 TASKS = [task for task, _ in LABELED]
+# Questions about the data in a database, by split: (question, the tools that would answer it).
+DATA_QUESTIONS = {
+    split: [(task, set(expect.split())) for task, expect in tasks]
+    for split, tasks in yaml.safe_load((EVAL / "data_questions.yaml").read_text()).items()
+}
 
 
 class Quality(NamedTuple):
@@ -79,6 +88,16 @@ def _figures(routed: list[tuple[set[str], list[str]]]) -> Quality:
         nm_precision=sum(not w for w in declined) / len(declined) if declined else 1.0,
         tasks=len(routed),
     )
+
+
+def data_quality(listing: Listing) -> dict[str, tuple[float, float]]:
+    """(top-1, top-3) of tool_search on the data questions of each split, over one tool list."""
+    figures = {}
+    for split, questions in DATA_QUESTIONS.items():
+        routed = [(wanted, [f.entry.qualified for f in search(listing, task, 3)]) for task, wanted in questions]
+        top1 = sum(bool(names) and names[0] in wanted for wanted, names in routed) / len(routed)
+        figures[split] = (top1, sum(bool(wanted & set(names)) for wanted, names in routed) / len(routed))
+    return figures
 
 
 def tools(count: int) -> list[Entry]:
@@ -142,6 +161,10 @@ def main() -> None:
                 f"  {name:16} {split:4} ({q.tasks:3} tasks) top-1 {q.top1:.3f} top-3 {q.top3:.3f} "
                 f"no-match recall {q.nm_recall:.3f} precision {q.nm_precision:.3f}"
             )
+    sqlite_alone = Listing([e for e in REAL if e.server == "sqlite"], time.time(), [], {})
+    for name, over in (("sqlite alone", sqlite_alone), ("all 118 tools", real_listing)):
+        for split, (top1, top3) in data_quality(over).items():
+            log(f"  data questions   {split:8} over {name:13} top-1 {top1:.3f} top-3 {top3:.3f}")
     mine, base = statistics.median(ours), statistics.median(floor)
     ours_all, base_all = ranked["tool_search"]["all"], ranked["keyword baseline"]["all"]
     print(
