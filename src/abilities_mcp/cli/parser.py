@@ -201,7 +201,14 @@ def _gateway_parsers(sub, common: argparse.ArgumentParser) -> None:
     s.add_argument("name")
     s.add_argument("server_command", nargs="*", metavar="COMMAND", help="after --: the command and its arguments")
     s.add_argument("--url", help="a streamable HTTP server's endpoint, instead of a command")
-    s.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="an environment variable")
+    s.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="an environment variable; a bare NAME passes this server's NAME on when set (an upstream starts with a "
+        "bare environment: no SSL_CERT_FILE, no HTTPS_PROXY)",
+    )
     s.add_argument("--header", action="append", default=[], metavar="KEY=VALUE", help="an HTTP header (--url)")
     s.add_argument("--timeout", metavar="DURATION", help="how long one call may take (default 60s)")
     s = actions.add_parser("remove", parents=[common], help="delete a server")
