@@ -84,11 +84,14 @@ LISTING = {"ability": "ability_list", "run": "ability_history", "skill": "skill_
 class UnknownName(AbilitiesError):
     """A name that matches nothing, with the closest known names."""
 
-    def __init__(self, kind: str, name: str, known: Iterable[str]):
+    def __init__(self, kind: str, name: str, known: Iterable[str], close: str | None = None):
+        """`close`: the name meant, when the caller knows better than spelling (a file a `name:` renamed)."""
         self.kind, self.name = kind, name
-        close = did_you_mean(name, known)
+        self.close = close or did_you_mean(name, known)
         hint = (
-            f" Did you mean {close!r}?" if close else f" Call {LISTING.get(kind, 'ability_list')}() to see what exists."
+            f" Did you mean {self.close!r}?"
+            if self.close
+            else f" Call {LISTING.get(kind, 'ability_list')}() to see what exists."
         )
         super().__init__(f"Unknown {kind} {name!r}.{hint}")
 

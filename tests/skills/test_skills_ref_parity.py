@@ -42,6 +42,12 @@ DIFFERENCES = (
         "reads are bounded; a model's context could not hold it anyway",
     ),
     (
+        "a YAML error in the frontmatter",
+        "strictyaml's text: the problem, the snippet and a caret, twice",
+        "the same refusal in one line in validate (spec.for_authors): where, what is wrong, the fix",
+        "the author acts on one line; the loader's diagnostics, compared here, keep skills-ref's text",
+    ),
+    (
         "license over 100 characters, metadata values that are not text, allowed-tools that is not a string",
         "not checked",
         "a warning (the skill is valid)",
@@ -75,7 +81,7 @@ HAND_MADE = {
 
 
 def ours(folder: Path) -> list[str]:
-    """What `abilities-mcp validate` reports for the folder: the loader's diagnostics."""
+    """The loader's diagnostics for the folder: what `abilities-mcp validate` reports (a YAML error in one line)."""
     _, diagnostics = load_skill(folder, folder.resolve(), "project")
     return [d.message for d in diagnostics]
 

@@ -13,6 +13,7 @@ from ..errors import Diagnostic, UnknownName, did_you_mean
 from ..prerequisites.in_force import Workflows
 from ..prerequisites.workflows import read_workflows
 from ..skills.skillset import BUILTIN_SKILLS, SkillSet
+from ..skills.spec import for_authors
 from ..state.project import Project, discover_ability_files, stamp
 from ..state.settings import FILE_NAME as SETTINGS_FILE
 from ..state.settings import read as read_settings
@@ -28,7 +29,7 @@ MAX_NESTING = 5
 class FileDiagnostics:
     """One file the server loads and what is wrong with it."""
 
-    kind: str  # "ability" | "skill" | "workflows"
+    kind: str  # "ability" | "skill" | "workflows" | "tool cache" | "settings" | "gateway"
     name: str
     path: Path
     diagnostics: list[Diagnostic]
@@ -48,6 +49,7 @@ class Catalog:
         self.workflows = Workflows(project)
         self.trust = self.workflows.trust  # one view of the trust records for every file the catalog reads
         self.problems: dict[Path, list[Diagnostic]] = {}
+        self.path_names: dict[Path, str] = {}  # each file's name as its path gives it (a `name:` may differ)
         self._lock = threading.RLock()
 
     def refresh(self) -> Catalog:
@@ -63,6 +65,7 @@ class Catalog:
         if fingerprint == self._fingerprint:
             return self
         self.definitions = [self._load(path, name, scope) for path, name, scope in found]
+        self.path_names = {path: name for path, name, _ in found}
         self._check_project()
         self._fingerprint = fingerprint
         return self
@@ -87,14 +90,24 @@ class Catalog:
         """The definition that answers to a name; raises UnknownName with a did-you-mean."""
         self.refresh()
         if name not in self.winners:
-            raise UnknownName("ability", name, self.winners)
+            renamed = self.renamed(name)  # `run gha` for abilities/gha.yaml, which `name: ci` renamed
+            raise UnknownName("ability", name, self.winners, renamed.name if renamed else None)
         return self.winners[name]
 
     def require_file(self, name: str) -> None:
-        """Refuse a name that is neither an ability nor a skill (for validating one file)."""
+        """Refuse a name that is neither an ability nor a skill (for validating one file), with the name it may
+        mean: the one a file's `name:` gives it instead of its path's, or the closest spelling."""
         self.refresh()
         if name not in self.winners and name not in self.skillset.skills:
-            raise UnknownName("ability or skill", name, [*self.winners, *self.skillset.skills])
+            renamed = self.renamed(name)
+            known = [*self.winners, *self.skillset.skills]
+            raise UnknownName("ability or skill", name, known, renamed.name if renamed else None)
+
+    def renamed(self, path_name: str) -> Definition | None:
+        """The ability whose file's path gives `path_name` but whose `name:` calls it something else."""
+        return next(
+            (d for d in self.definitions if d.name != path_name and self.path_names.get(d.path) == path_name), None
+        )
 
     def files(self) -> list[FileDiagnostics]:
         """Every file the server loads, with its problems: abilities, skills, workflows.json, abilities-mcp.json."""
@@ -103,12 +116,13 @@ class Catalog:
         for path, problems in self.skillset.problems.items():
             if path.is_relative_to(BUILTIN_SKILLS):
                 continue  # the package's own skills (used or shadowed): checked by its tests, not the project's to fix
-            out.append(FileDiagnostics("skill", names.get(path, path.parent.name), path, problems))
+            shown = [d._replace(message=for_authors(d.message)) for d in problems]  # one line with the fix
+            out.append(FileDiagnostics("skill", names.get(path, path.parent.name), path, shown))
         for path in self.workflows.files:
             if path.exists():
                 kind = "workflows" if path == self.project.workflows_file else "tool cache"
                 problems, warnings = workflow_file_problems(path, kind), workflow_file_warnings(path, kind)
-                out.append(FileDiagnostics("workflows", path.name, path, problems, warnings))
+                out.append(FileDiagnostics(kind, path.name, path, problems, warnings))
         settings = read_settings(self.project.root / SETTINGS_FILE)
         if settings.path.exists():
             problems = [Diagnostic(str(settings.path), field, message) for field, message in settings.problems]
@@ -126,7 +140,7 @@ class Catalog:
             for name, defs in by_name.items():
                 self._place(name, defs)
         for d in self.winners.values():
-            if d.ability is not None:
+            if (d.ability or d.partial) is not None:  # a refused file's readable part too: every problem at once
                 self._check_references(d)
         self._check_recursion()
 
@@ -138,8 +152,9 @@ class Catalog:
         self.winners.setdefault(name, defs[0])
 
     def _check_references(self, d: Definition) -> None:
-        assert d.ability is not None
-        for i, step in enumerate(d.ability.steps):
+        ability = d.ability or d.partial
+        assert ability is not None
+        for i, step in enumerate(ability.steps):
             if isinstance(step, WorkflowStep) and step.workflow not in self.winners:
                 close = did_you_mean(step.workflow, self.winners)
                 hint = f"did you mean {close!r}?" if close else "add it under abilities/"

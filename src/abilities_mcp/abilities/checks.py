@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import posixpath
+from collections import Counter
 from collections.abc import Container, Iterator
 
 from ..errors import did_you_mean
@@ -16,16 +17,19 @@ from .templates import TemplateError, executing_commands, input_env, parse_refer
 Problem = tuple[str, str]  # (field path, message with the fix)
 # Characters of a command line quoted in a warning.
 SHOWN_COMMAND_CHARS = 100
+# Cycles broken, one need each, to judge references despite them; a file with more is judged on its graph alone.
+MAX_CYCLES_BROKEN = 50
 
 
 def check_ability(ability: Ability) -> list[Problem]:
-    """Every problem in one ability that the models alone cannot see."""
-    graph = list(_check_ids(ability)) + list(_check_needs(ability))
-    if not graph:  # a cycle search needs every need to exist
-        graph += _check_cycles(ability)
-    problems = graph + list(_check_inputs(ability)) + list(_check_patterns(ability)) + list(_check_cwds(ability))
-    if not graph:  # references are judged against the execution order, which needs a sound graph
-        problems += _check_references(ability)
+    """Every problem in one ability that the models alone cannot see, all in one pass: a broken needs graph does
+    not hide the references and conditions (they are judged on the graph with its broken needs left out)."""
+    needs = _known_needs(ability)
+    problems = [*_check_ids(ability), *_check_needs(ability), *_check_cycles(ability, needs)]
+    problems += [*_check_inputs(ability), *_check_patterns(ability), *_check_cwds(ability)]
+    sound = _sound(ability, needs)
+    if sound is not None:
+        problems += _check_references(*sound)
     return problems
 
 
@@ -133,8 +137,45 @@ def _check_needs(ability: Ability) -> Iterator[Problem]:
                 yield f"steps[{i}].needs[{j}]", f"unknown step {need!r}; {hint}"
 
 
-def _check_cycles(ability: Ability) -> Iterator[Problem]:
-    cycle = _first_cycle({s.id: s.needs for s in ability.steps}, [s.id for s in ability.steps])
+def _known_needs(ability: Ability) -> dict[str, list[str]]:
+    """Each step's needs that name another step that exists (the rest are reported by _check_needs)."""
+    known = {s.id for s in ability.steps}
+    needs: dict[str, list[str]] = {}
+    for s in ability.steps:  # a duplicated id (reported by _check_ids) needs what each of its steps needs
+        needs.setdefault(s.id, []).extend(n for n in dict.fromkeys(s.needs) if n in known and n != s.id)
+    return needs
+
+
+def _sound(ability: Ability, needs: dict[str, list[str]]) -> tuple[Ability, set[str]] | None:
+    """The ability with its broken needs left out and its cycles broken, and the steps whose order that guessed
+    (theirs or an ancestor's needs changed): references are judged on it, and not judged for order in those steps.
+    None when too many cycles remain to break."""
+    graph = {sid: list(ns) for sid, ns in needs.items()}
+    ids = [s.id for s in ability.steps]
+    twice = {sid for sid, count in Counter(ids).items() if count > 1}
+    changed = {s.id for s in ability.steps if s.id in twice or len(set(s.needs)) != len(graph[s.id])}
+    for _ in range(MAX_CYCLES_BROKEN):
+        cycle = _first_cycle(graph, ids)
+        if cycle is None:
+            break
+        graph[cycle[-2]].remove(cycle[-1])  # the need that closes the cycle
+        changed.add(cycle[-2])
+    else:
+        return None
+    if not changed:
+        return ability, set()
+    steps = [s.model_copy(update={"needs": graph[s.id]}) for s in ability.steps]
+    sound = ability.model_copy(update={"steps": steps})
+    sound.__dict__.pop("steps_by_id", None)  # model_copy copies the cached lookup, built from the old steps
+    unsure = set()
+    for sid in execution_order(sound):
+        if sid in changed or any(n in unsure for n in graph[sid]):
+            unsure.add(sid)
+    return sound, unsure
+
+
+def _check_cycles(ability: Ability, needs: dict[str, list[str]]) -> Iterator[Problem]:
+    cycle = _first_cycle(needs, [s.id for s in ability.steps])
     if cycle:
         chain = " → ".join(reversed(cycle))
         at = [s.id for s in ability.steps].index(cycle[0])
@@ -198,10 +239,10 @@ def _regex_error(pattern: str) -> str | None:
     return None
 
 
-def _check_references(ability: Ability) -> Iterator[Problem]:
+def _check_references(ability: Ability, unsure: set[str]) -> Iterator[Problem]:
     position = {sid: i for i, sid in enumerate(execution_order(ability))}
     for i, step in enumerate(ability.steps):
-        before = _RunsBefore(ability, step.id, position)
+        before: Container[str] = _Everything() if step.id in unsure else _RunsBefore(ability, step.id, position)
         for field, text in _templated_fields(step):
             yield from _check_template(ability, f"steps[{i}].{field}", text, step.id, before)
         if step.when is not None:
@@ -209,6 +250,13 @@ def _check_references(ability: Ability) -> Iterator[Problem]:
     for key in ("before", "after"):
         for j, command in enumerate(getattr(ability.hooks, key)):
             yield from _check_template(ability, f"hooks.{key}[{j}]", command, None, set())
+
+
+class _Everything:
+    """Every step runs before this one, as far as a check can tell: its needs are broken, so its order is a guess."""
+
+    def __contains__(self, sid: object) -> bool:
+        return True
 
 
 class _RunsBefore:

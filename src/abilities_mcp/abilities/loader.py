@@ -15,8 +15,9 @@ from pydantic import BaseModel, ValidationError
 from ..errors import Diagnostic, did_you_mean
 from ..explain import Format, explain, short
 from ..files import Unreadable, decode_text, read_bytes, read_text, yaml_problem
-from .checks import check_ability, warn_ability
+from .checks import Problem, check_ability, warn_ability
 from .models import ABILITY_NAME, Ability, AgentStep, ApprovalStep, ScriptStep, SkillStep, WorkflowStep
+from .salvage import salvage
 
 log = logging.getLogger(__name__)
 STEP_MODELS: dict[str, type[BaseModel]] = {
@@ -66,6 +67,9 @@ class Definition:
     # version runs until a person's `abilities-mcp trust`).
     trust: str = "trusted"
     trust_note: str | None = None  # what a run of it and its listing say, for new and waiting
+    # A file the model refuses: what of it could be read (salvage.py), checked with the project (catalog.py) so
+    # validate reports every problem at once. Never run.
+    partial: Ability | None = None
 
     @property
     def valid(self) -> bool:
@@ -107,19 +111,46 @@ def _load(path: Path, derived_name: str, scope: str, raw: bytes | None) -> Defin
     try:
         ability = Ability.model_validate(data)
     except ValidationError as exc:
-        return Definition(name, path, scope, None, [Diagnostic(shown, p, m) for p, m in explain(exc, ABILITY_FORMAT)])
-    problems = check_ability(ability)
+        # Report every problem at once: the checks still run on what the model could read.
+        refused = explain(exc, ABILITY_FORMAT)
+        partial = salvage(data, exc.errors())
+        found, warnings = _checked(partial, derived_name, refused) if partial is not None else (refused, [])
+        definition = Definition(name, path, scope, None, _diagnostics(shown, found), _diagnostics(shown, warnings))
+        definition.partial = partial
+        return definition
+    problems, warnings = _checked(ability, derived_name, [])
+    return Definition(name, path, scope, ability, _diagnostics(shown, problems), _diagnostics(shown, warnings))
+
+
+def _checked(ability: Ability, derived_name: str, refused: list[Problem]) -> tuple[list[Problem], list[Problem]]:
+    """(problems, warnings) of a file: what the model refused, then what the checks find in the rest."""
+    problems = list(refused)
     if ability.name is None and not re.match(ABILITY_NAME, derived_name):
-        problems.insert(
-            0,
+        problems.append(
             (
                 "name",
                 f"the file's path gives the name {derived_name!r}, which is not a valid ability "
                 "name; rename the file (lowercase letters, digits, - _) or set name:",
-            ),
+            )
         )
-    warnings = [Diagnostic(shown, p, m) for p, m in warn_ability(ability)]
-    return Definition(name, path, scope, ability, [Diagnostic(shown, p, m) for p, m in problems], warnings)
+    problems += [p for p in check_ability(ability) if p not in refused]
+    warnings = warn_ability(ability)
+    if ability.name is not None and ability.name != derived_name:
+        warnings.insert(0, ("name", renamed(ability.name, derived_name)))
+    return problems, warnings
+
+
+def renamed(name: str, derived_name: str) -> str:
+    """The warning for a `name:` that differs from the name the file's path gives: the ability answers to it alone."""
+    return (
+        f"{name!r} differs from {derived_name!r}, the name the file's path gives: the ability is called {name!r} "
+        f"everywhere (list, run, validate, ability_run); remove name: to call it {derived_name!r}, or move the file "
+        f"to {name}.yaml under its abilities folder"
+    )
+
+
+def _diagnostics(shown: str, problems: list[Problem]) -> list[Diagnostic]:
+    return [Diagnostic(shown, p, m) for p, m in problems]
 
 
 def _read_yaml(path: Path, raw: bytes | None) -> tuple[Any, list[tuple[str, str]]]:

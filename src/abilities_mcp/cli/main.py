@@ -13,10 +13,17 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..state.project import Project
 from .inert import inert, make_output_inert
 from .parser import parse_args
+
+if TYPE_CHECKING:  # annotations only: each command imports what it uses when it runs, so start-up stays fast
+    from pathlib import Path
+
+    from ..abilities.catalog import Catalog
+    from ..errors import UnknownName
 
 log = logging.getLogger("abilities_mcp")
 # After a signal, the process exits within this long even if stdin is still open (runs are recorded by then).
@@ -175,27 +182,60 @@ def validate(project: Project, args: argparse.Namespace) -> int:
         for name in args.names:
             catalog.require_file(name)
     except UnknownName as exc:
-        print(exc, file=sys.stderr)
-        return 1
+        print(f"abilities-mcp: {_unknown_file(catalog, exc)}", file=sys.stderr)
+        return 2  # the command cannot do what was asked (docs/cli.md's exit codes)
     reports = [r for name in (args.names or [None]) for r in validation_report(catalog, name).files]
     if args.json:
         print(
             json.dumps({"valid": all(r.valid for r in reports), "files": [r.model_dump() for r in reports]}, indent=2)
         )
     else:
+        width = max([9, *(len(r.kind) for r in reports)])  # "tool cache" is the one longer kind
         for r in reports:
-            print(f"{'ok   ' if r.valid else 'ERROR'} {r.kind:9} {r.name}  ({r.path})")
+            print(f"{'ok   ' if r.valid else 'ERROR'} {r.kind:{width}} {r.name}  ({r.path})")
             for e in r.errors:
                 print(f"      {e.path or '(file)'}: {e.message}")
             for w in r.warnings:
                 print(f"warn  {w.path or '(file)'}: {w.message}")
         bad = sum(not r.valid for r in reports)
-        print(f"\n{len(reports)} file(s) checked, {bad} with errors." if reports else "No abilities or skills found.")
+        print(f"\n{len(reports)} file(s) checked, {bad} with errors." if reports else _nothing_to_check(catalog))
     return 1 if any(not r.valid for r in reports) else 0
+
+
+def _unknown_file(catalog: Catalog, exc: UnknownName) -> str:
+    """An unknown name for `validate`, in the command line's words: what it may mean, or the commands that list."""
+    if not exc.close:
+        return (
+            f"Unknown ability or skill {exc.name!r}. `abilities-mcp list` shows the abilities, "
+            "`abilities-mcp skills list` the skills."
+        )
+    renamed = catalog.renamed(exc.name)
+    why = f" ({_shown(catalog, renamed.path)} sets name: {renamed.name!r})" if renamed else ""
+    return f"Unknown ability or skill {exc.name!r}. Did you mean {exc.close!r}?{why}"
+
+
+def _nothing_to_check(catalog: Catalog) -> str:
+    """What `validate` says of a project with no files of its own: the built-in skills are there, and checked."""
+    builtin = sum(s.scope == "builtin" for s in catalog.skillset.skills.values())
+    shipped = (
+        f" The {builtin} built-in skill(s) (`abilities-mcp skills list`) are checked when abilities-mcp is built."
+        if builtin
+        else ""
+    )
+    return (
+        f"No abilities, skills or workflows.json in {catalog.project.root} to check: add abilities/NAME.yaml "
+        f"(docs/abilities.md).{shipped}"
+    )
+
+
+def _shown(catalog: Catalog, path: Path) -> str:
+    return str(path.relative_to(catalog.project.root)) if path.is_relative_to(catalog.project.root) else str(path)
 
 
 def list_abilities(project: Project, args: argparse.Namespace) -> int:
     """Print the abilities the server would offer."""
+    from pathlib import Path
+
     from ..abilities.catalog import Catalog
     from ..server.views import ability_info
 

@@ -262,6 +262,68 @@ _LITERALLY = "(surround with ' and ' to make text appear literally)"
 _FLOW = "Found ugly disallowed JSONesque flow mapping " + _LITERALLY
 
 
+# A YAML error's position in the validator's text: `  in "<unicode string>", line 4, column 11:`, then the line.
+_MARK = re.compile(r'^  in "[^"]*", line (\d+), column \d+:$')
+# What each refusal means and its fix, by the words of the validator's problem (skills-ref's strictyaml or PyYAML's).
+# `{key}` and `{value}` are the offending line's, when it is a `key: value` line (`{items}`: a flow list's items).
+_FIELD = re.compile(r"\{(key|value|items|problem)\}")
+_YAML_FIXES = (
+    (
+        "JSONesque flow",
+        "[",
+        "flow lists `[…]` are refused (strict YAML, as skills-ref reads it)",
+        "write `{key}: {items}` on one line without brackets (allowed-tools is one space-separated string), or "
+        "one `- item` per line below `{key}:`",
+    ),
+    (
+        "JSONesque flow",
+        "{",
+        "flow mappings `{…}` are refused (strict YAML, as skills-ref reads it)",
+        "write one `name: value` per line, indented under `{key}:`",
+    ),
+    (
+        "mapping values are not allowed",
+        "",
+        "a value containing ': ' must be quoted in YAML",
+        'write `{key}: "{value}"`',
+    ),
+    ("Duplicate key", "", "{problem}", "keep one of them"),
+    ("anchor token", "", "anchors (`&name`) are refused (strict YAML, as skills-ref reads it)", "write the value out"),
+    ("alias", "", "aliases (`*name`) are refused", "write the value out"),
+    ("tag tokens", "", "tags (`!!str`) are refused (strict YAML): every value is text", "remove the tag"),
+    (
+        "indentation inconsistent",
+        "",
+        "nested mappings are indented differently",
+        "indent every nested mapping by the same number of spaces",
+    ),
+    ("'\\t'", "", "a tab indents this line", "indent with spaces"),
+)
+
+
+def for_authors(message: str) -> str:
+    """A frontmatter YAML error as one line an author acts on: the line, what is wrong, the fix. The validator's
+    text (skills-ref's words, kept by `strict_diagnostics` for parity) spans eight lines with the snippet twice;
+    any other message is returned as it is."""
+    if not message.startswith(_BAD_YAML) or "\n" not in message:
+        return message
+    lines = message[len(_BAD_YAML) :].splitlines()
+    words = [line for line in lines if line and not line.startswith(" ")]
+    marks = [(i, m.group(1)) for i, line in enumerate(lines) if (m := _MARK.match(line))]
+    source = lines[marks[0][0] + 1].strip() if marks and marks[0][0] + 1 < len(lines) else ""
+    where = f" at line {marks[0][1]} (`{source}`)" if marks else ""
+    problem = next((w for w in reversed(words) if any(f[0] in w for f in _YAML_FIXES)), words[-1] if words else "")
+    key, _, value = source.partition(": ")
+    what, fix = next(
+        ((w, f) for needle, bracket, w, f in _YAML_FIXES if needle in problem and bracket in value[:1]),
+        ("{problem}", "check the quoting and indentation on that line"),
+    )
+    items = " ".join(i.strip() for i in value.strip().removeprefix("[").removesuffix("]").split(","))
+    fields = {"key": key, "value": value.replace('"', '\\"'), "items": items, "problem": problem}
+    fill = functools.partial(_FIELD.sub, lambda m: fields[m.group(1)])  # not str.format: `{…}` is text here
+    return f"{_BAD_YAML.rstrip(': ')}{where}: {fill(what)}; {fill(fix)}"
+
+
 def parse_lenient(content: str) -> Frontmatter:
     """Parse for use: when YAML fails on a plain value holding `: `, quote such values and try again."""
     text, body = split_frontmatter(content)
@@ -424,7 +486,7 @@ def load_skill(directory: Path, real_directory: Path, scope: str) -> tuple[Skill
     found = strict
     if any(d.message.startswith(_BAD_YAML) for d in strict):  # strictly unreadable, leniently read: check the rest
         found = strict + validate_frontmatter(data, directory)
-    warnings = parsed.notes + [f"{d.path or 'frontmatter'}: {d.message}" for d in found]
+    warnings = parsed.notes + [f"{d.path or 'frontmatter'}: {for_authors(d.message)}" for d in found]
     warnings += [f"{key}: {message}" for key, message in advice(data)]
     if name is None:
         warnings.append(f"no name in frontmatter; using the folder name {directory.name!r}")
