@@ -79,9 +79,9 @@ CASES = {
     "skill-deep-frontmatter": (
         "skills/s/SKILL.md",
         _text(f"---\nname: s\ndescription: {'[' * DEEP}\n---\n"),
-        "flow mapping",
+        "flow lists `[…]` are refused",
     ),
-    "skill-anchors": ("skills/s/SKILL.md", _text("---\nname: &n s\ndescription: *n\n---\nbody\n"), "anchor token"),
+    "skill-anchors": ("skills/s/SKILL.md", _text("---\nname: &n s\ndescription: *n\n---\nbody\n"), "anchors (`&name`)"),
     "workflows-fifo": ("workflows.json", _fifo, "a FIFO"),
     "workflows-dev-zero": ("workflows.json", _device, "a device"),
     "workflows-deep-json": ("workflows.json", _text("[" * DEEP + "]" * DEEP), "nests too deeply"),
