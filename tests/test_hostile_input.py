@@ -6,6 +6,7 @@ the server over stdio) wherever a crash would otherwise be a dead test run rathe
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -23,6 +24,8 @@ import pytest
 from mcp import Client, MCPError
 
 import abilities_mcp
+from abilities_mcp.clients import hook
+from abilities_mcp.clients.configs import HOOK_TIMEOUT_SECONDS
 from abilities_mcp.files import MAX_NESTING
 from abilities_mcp.server.skill_extension import DIRECTORY_PAGE_SIZE
 from abilities_mcp.skills import manifest, skillset
@@ -448,6 +451,80 @@ async def test_a_folder_of_3000_files_is_read_in_pages_each_listed_once(root: Pa
             break
 
     assert names == [f"f{i:05}.txt" for i in range(3_000)] and pages == -(-3_000 // DIRECTORY_PAGE_SIZE)
+
+
+# --- hook payloads built to take the guards quadratic time -------------------------------------------------------
+
+MANY = 30_000
+# (client, tool, its input, the words the answer holds; None: let through). Before: 58 s at 280 KB for a repeated
+# `abilities-mcp `, 180 s at 112 KB for a patch header whose name ends in spaces: past every client's hook timeout,
+# which lets the call through.
+SLOW_PAYLOADS = {
+    "bash-repeating-our-name-then-an-approval": (
+        "claude",
+        "Bash",
+        {"command": "abilities-mcp " * MANY + "; abilities-mcp approve run_1"},
+        "is a person's answer",
+    ),
+    "bash-repeating-our-name": ("claude", "Bash", {"command": "abilities-mcp " * MANY}, None),
+    "patch-header-then-a-run-of-spaces": (
+        "codex",
+        "apply_patch",
+        {"command": "*** Begin Patch\n*** Update File: a" + " " * (14 * MANY) + "b\n*** End Patch\n"},
+        None,
+    ),
+    "patch-of-a-hook-file-with-trailing-spaces": (
+        "codex",
+        "apply_patch",
+        {"command": "*** Begin Patch\n*** Update File: .codex/hooks.json" + " " * (14 * MANY) + "\n*** End Patch\n"},
+        "decides what gates the agent",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SLOW_PAYLOADS), ids=list(SLOW_PAYLOADS))
+def test_a_payload_built_to_be_slow_is_decided_in_linear_time(tmp_path: Path, case: str) -> None:
+    client, tool, tool_input, words = SLOW_PAYLOADS[case]
+    root, _ = _project(tmp_path, "abilities/x.yaml", _text(GOOD))
+    payload = {"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": tool_input}
+
+    done = run_hook(root, client, "PreToolUse", payload)  # bounded: the old regexes ran past the bound
+
+    assert "Traceback" not in done.stderr, done.stderr
+    if words is None:
+        assert done.returncode == 0 and "deny" not in done.stdout, (done.stdout[:500], done.stderr[:500])
+    else:
+        answer = json.loads(done.stdout)["hookSpecificOutput"]
+        assert answer["permissionDecision"] == "deny" and words in answer["permissionDecisionReason"], answer
+
+
+@pytest.mark.parametrize(("event", "refused"), [("PreToolUse", True), ("PostToolUse", False)])
+def test_a_hook_that_cannot_decide_within_its_budget_refuses_a_tool_call(
+    root: Path, monkeypatch: pytest.MonkeyPatch, event: str, refused: bool
+) -> None:
+    let_go = threading.Event()  # never set: only the budget ends the wait (30 s, then "allow", before the fix)
+    for kind in ("before", "after"):
+        monkeypatch.setitem(hook.HANDLERS, kind, lambda _hook: let_go.wait(30) and hook.Answer())
+    monkeypatch.setenv(hook.BUDGET_ENV, "0.2")
+    monkeypatch.setenv("ABILITIES_ROOT", str(root))
+    payload = {"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_response": {}}
+    stdout, stderr = io.StringIO(), io.StringIO()
+
+    code = hook.main("claude", event, stdin=io.StringIO(json.dumps(payload)), stdout=stdout, stderr=stderr)
+
+    said = "no decision within 0.2 s"
+    if refused:
+        answer = json.loads(stdout.getvalue())["hookSpecificOutput"]
+        assert code == 0 and answer["permissionDecision"] == "deny", answer
+        assert said in answer["permissionDecisionReason"] and "refused" in answer["permissionDecisionReason"]
+    else:  # nothing to refuse after the call: not recording it only leaves a gate closed
+        assert code == 1 and said in stderr.getvalue() and stdout.getvalue() == ""
+
+
+def test_the_hook_s_budget_leaves_room_within_every_timeout_init_writes() -> None:
+    plugin = (Path(abilities_mcp.__file__).parent / "clients" / "opencode_plugin.js").read_text()
+    assert hook.BUDGET_SECONDS * 2 <= HOOK_TIMEOUT_SECONDS
+    assert f"const TIMEOUT_MS = {HOOK_TIMEOUT_SECONDS * 1000:_}" in plugin
 
 
 # --- a broken state file -------------------------------------------------------------------------------------------

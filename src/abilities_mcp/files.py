@@ -67,7 +67,8 @@ def _open_regular(path: str | os.PathLike[str], flags: int = 0) -> int:
         raise
     except OSError as exc:
         if exc.errno == errno.ELOOP and flags & os.O_NOFOLLOW:
-            raise Unreadable("is a link (swapped in since it was checked); only the folder's own files are read") from None
+            swapped = "is a link (swapped in since it was checked); only the folder's own files are read"
+            raise Unreadable(swapped) from None
         raise Unreadable(f"cannot be read: {exc.strerror}") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):

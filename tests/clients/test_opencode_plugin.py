@@ -179,6 +179,21 @@ def test_a_command_that_cannot_start_lets_the_call_through_and_says_so_on_the_co
     assert "ENOENT" in stderr
 
 
+def test_a_gate_that_does_not_answer_in_time_refuses_the_call_it_was_asked_about(tmp_path: Path, root: Path) -> None:
+    hang = tmp_path / "hang.sh"  # a hook that never answers (the hook refuses by itself within its budget)
+    hang.write_text("#!/bin/sh\nexec tail -f /dev/null\n")
+    hang.chmod(0o755)
+    plugin = init_opencode(root, str(hang))
+    text = plugin.read_text()
+    assert "const TIMEOUT_MS = 10_000" in text
+    plugin.write_text(text.replace("const TIMEOUT_MS = 10_000", "const TIMEOUT_MS = 300"))  # the test's patience
+
+    [result], _ = drive(tmp_path, plugin, root, [call("pg_execute_query", "ses_a", 1, output="3 rows")])
+
+    assert result["threw"], "before the fix a hung gate let the call through"
+    assert "did not answer within 0.3 s; the call is refused" in result["error"], result
+
+
 def test_a_strict_run_at_a_running_script_step_blocks_bash_but_not_read_in_its_session(
     tmp_path: Path, root: Path, plugin: Path
 ) -> None:

@@ -39,7 +39,11 @@ CLIENT_FILES = (
 )
 # A person's word, however it is started (the script, `python -m abilities_mcp`, a path to either): an answer
 # (approve, decide), trust in the files that decide gates (trust), or the client configs and hooks (init).
-_ANSWER_COMMAND = re.compile(r"abilities[-_]mcp\b[^;&|\n]*?\b(approve|decide|trust|init)\b")
+# Matched a command part at a time, each once (_answer_command): one regex over the whole command tried the rest of
+# the part from every mention, quadratic (a command repeating `abilities-mcp ` took 58 s at 280 KB).
+_OUR_COMMAND = re.compile(r"abilities[-_]mcp\b")
+_ANSWER_WORD = re.compile(r"\b(approve|decide|trust|init)\b")
+_COMMAND_PART = re.compile(r"[^;&|\n]+")
 # The clients' own commands that add, change or remove MCP servers in their configs (a server entry is a gate's).
 _CLIENT_CONFIG_COMMAND = re.compile(r"\b(claude|codex|gemini|opencode)\s+mcp\s+(add|add-json|remove|rm|reset)")
 # Tool argument keys that name the file a write tool changes (Claude Code, OpenCode).
@@ -50,7 +54,8 @@ SHELL_TOOLS = {"bash", "shell", "run_shell_command", "exec", "killshell"}
 WRITE_TOOLS = {"write", "edit", "multiedit", "notebookedit", "patch", "write_file", "replace", "strreplace", "delete"}
 # Codex's apply_patch names its files inside the patch text (tool_input.command): these header lines.
 PATCH_TOOLS = {"apply_patch"}
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.M)
+# `.*\S`, not `.+?\s*$`: a lazy name before trailing spaces tried every split of a run of spaces (quadratic).
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.*\S)", re.M)
 
 
 def refusal(tool: str, arguments: dict[str, Any], root: Path, state_dir: Path) -> str | None:
@@ -69,15 +74,25 @@ def refusal(tool: str, arguments: dict[str, Any], root: Path, state_dir: Path) -
     return None
 
 
+def _answer_command(command: str) -> str | None:
+    """The answer word (approve, decide, trust, init) after a mention of abilities-mcp in the same part of a shell
+    command, or None. Only a part's first mention need be looked past: a later one's rest is inside the first's."""
+    for part in _COMMAND_PART.finditer(command):
+        mention = _OUR_COMMAND.search(part.group())
+        if mention is not None and (word := _ANSWER_WORD.search(part.group(), mention.end())) is not None:
+            return word.group(1)
+    return None
+
+
 def _shell_refusal(tool: str, command: str, root: Path, state_dir: Path) -> str | None:
-    if found := _ANSWER_COMMAND.search(command):
-        if found.group(1) in ("approve", "decide"):
+    if word := _answer_command(command):
+        if word in ("approve", "decide"):
             return (
                 f"abilities-mcp: {tool} refused: `abilities-mcp approve|decide` is a person's answer, typed in their "
                 "own terminal; an agent's tools never run it. Ask the user to answer, then call ability_status."
             )
         return (
-            f"abilities-mcp: {tool} refused: `abilities-mcp {found.group(1)}` is a person's word, typed in their own "
+            f"abilities-mcp: {tool} refused: `abilities-mcp {word}` is a person's word, typed in their own "
             "terminal: only a person trusts edited gates or sets up the client's hooks and servers, and an agent's "
             "tools never run it. Ask the user to review the change and run it."
         )

@@ -21,16 +21,21 @@ Clients (Claude Code, Codex, Gemini CLI, Cursor, OpenCode) differ only in payloa
 payload as one Call) and answers.py (an Answer in their format); every gate above is shared.
 
 Failure policy: a strict gate that cannot read its state refuses (exit 2, the reason on stderr: Claude Code gives
-it to the model, the OpenCode plugin throws it); any other failure lets the call through (exit 1, the reason on
-stderr). Stdlib only, no mcp and no pydantic: a Python starts for every tool call.
+it to the model, the OpenCode plugin throws it); a tool call not decided within BUDGET_SECONDS is refused too (the
+clients let a call through when a hook outlives their timeout); any other failure lets the call through (exit 1,
+the reason on stderr). Stdlib only, no mcp and no pydantic: a Python starts for every tool call.
 """
 
 from __future__ import annotations
 
+import _signal as signals  # signal's C core: the module wraps it in enums, 1 ms more on every hook
 import json
 import os
 import sqlite3
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
 from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
@@ -39,7 +44,7 @@ from ..prerequisites.names import MCP_PREFIX, SEPARATOR, UNKNOWN_SERVER, Name, c
 from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV, SessionState
 from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_json
 from ..state.claims import announce, mark_observed
-from ..state.database import Database
+from ..state.database import BUSY_TIMEOUT_MS, Database
 from ..state.owners import client_of
 from ..state.project import GATEWAY_FILE, Project
 from ..state.trust import TrustStore
@@ -63,8 +68,21 @@ ANNOUNCING_CLIENTS = {"opencode", "codex", "gemini"}
 MARKING_TOOLS = {"workflow_record", "workflow_check"}
 
 
+# Seconds the hook has to decide. A hook that outlives the client's timeout lets the call through (Claude Code: "a
+# timed-out hook doesn't block the tool call"; Gemini CLI 0.61: a failed hook, the call goes on; Codex and Cursor say
+# nothing), so a call not decided by then is refused here: half the timeout init writes (configs.py's
+# HOOK_TIMEOUT_SECONDS, the OpenCode plugin's TIMEOUT_MS), leaving room for Python's start on a loaded machine.
+# BUDGET_ENV may shorten it, never lengthen it: a shorter budget only refuses sooner.
+BUDGET_SECONDS = 5.0
+BUDGET_ENV = "ABILITIES_HOOK_BUDGET"
+
+
 class StateUnreadable(Exception):
     """A strict gate could not read what it needs: the call is refused (exit 2) with this reason."""
+
+
+class OutOfTime(Exception):
+    """The budget ran out before the hook decided."""
 
 
 def main(
@@ -83,10 +101,14 @@ def main(
         known = "; ".join(f"{c}: {', '.join(e)}" for c, e in EVENTS.items())
         print(f"abilities-mcp hook: unknown client or event {client!r} {event!r}; use {known}", file=stderr)
         return FAIL_OPEN_EXIT
+    budget = _budget_seconds()
     try:
-        call = parse(client, KINDS[name], json.loads(stdin.read() or "{}"), name)
-        hook = Hook(call, project or _project(call), session_ttl)
-        answer = HANDLERS[call.kind](hook)
+        with _deadline(budget):
+            call = parse(client, KINDS[name], json.loads(stdin.read() or "{}"), name)
+            hook = Hook(call, project or _project(call), session_ttl, time.monotonic() + budget)
+            answer = HANDLERS[call.kind](hook)
+    except OutOfTime:
+        return _out_of_time(client, name, budget, stdout, stderr)
     except StateUnreadable as exc:
         print(exc, file=stderr)
         return DENY_EXIT
@@ -101,6 +123,47 @@ def main(
     return render(client, name, answer, stdout, stderr)
 
 
+def _budget_seconds() -> float:
+    try:
+        return max(0.001, min(BUDGET_SECONDS, float(os.environ.get(BUDGET_ENV) or BUDGET_SECONDS)))
+    except ValueError:
+        return BUDGET_SECONDS
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """OutOfTime raised in the hook's own code once `seconds` pass (a C call that holds on, such as a SQLite wait,
+    is bounded by the budget too: Hook.database)."""
+
+    def expire(_signum: int, _frame: Any) -> None:
+        raise OutOfTime
+
+    try:
+        previous = signals.signal(signals.SIGALRM, expire)
+    except (AttributeError, ValueError):  # no SIGALRM (Windows), or not the main thread (a test calling main)
+        yield
+        return
+    signals.setitimer(signals.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signals.setitimer(signals.ITIMER_REAL, 0)
+        signals.signal(signals.SIGALRM, previous)
+
+
+def _out_of_time(client: str, name: str, budget: float, stdout: IO[str], stderr: IO[str]) -> int:
+    """A tool call is refused (the client would let it through); anything else goes on as a failed hook does."""
+    said = f"abilities-mcp hook {client} {name}: no decision within {budget:g} s"
+    if KINDS[name] != "before":
+        print(f"{said}; nothing was recorded or added", file=stderr)
+        return FAIL_OPEN_EXIT
+    reason = (
+        f"{said}, so the call is refused: a gate that cannot decide in time refuses rather than lets a call "
+        "through. Try the call again; if this keeps happening, run `abilities-mcp doctor` and tell the user."
+    )
+    return render(client, name, Answer(deny=reason), stdout, stderr)
+
+
 def _project(call: Call) -> Project:
     """DESIGN §2's root, with the client's working directory where a server would use its own."""
     env = os.environ
@@ -110,9 +173,10 @@ def _project(call: Call) -> Project:
 class Hook:
     """One event against the project's state, read lazily: most tool calls need no database at all."""
 
-    def __init__(self, call: Call, project: Project, session_ttl: float | None = None):
+    def __init__(self, call: Call, project: Project, session_ttl: float | None = None, deadline: float | None = None):
         self.call = call
         self.project = project
+        self.deadline = deadline  # time.monotonic() by which the hook must have decided
         self._ttl = session_ttl  # worked out when a session's records are read: most calls never need it
         self._db: Database | None = None
         self._workflows: WorkflowSet | None = None
@@ -130,7 +194,8 @@ class Hook:
 
     def database(self) -> Database:
         if self._db is None:
-            self._db = Database(self.project.state_db, accept_newer=True)
+            left = BUSY_TIMEOUT_MS if self.deadline is None else (self.deadline - time.monotonic()) * 1000
+            self._db = Database(self.project.state_db, accept_newer=True, busy_ms=max(1, min(BUSY_TIMEOUT_MS, left)))
         return self._db
 
     def position(self) -> Position | None:

@@ -1,7 +1,8 @@
 // abilities-mcp for OpenCode: carries the gates of abilities-mcp to OpenCode's own tools.
 // Written by `abilities-mcp init opencode`; run it again to update. Every tool call asks
-// `abilities-mcp hook opencode tool-before` first: exit 2 blocks the call (the reason is in stderr),
-// anything else but 0 is a broken gate, which lets the call through and says so in OpenCode's log.
+// `abilities-mcp hook opencode tool-before` first: exit 2 blocks the call (the reason is in stderr), and so does a
+// gate that does not answer in time; anything else but 0 is a broken gate, which lets the call through and says so
+// in OpenCode's log.
 // A subagent works in a child session of the session that started it: its calls are gated (and its
 // prerequisites recorded) as that session's, named as the subagent's. Calls to abilities-mcp's own tools are
 // announced by the hook, so the server (which OpenCode gives no session id) files them under the same session.
@@ -11,7 +12,8 @@ import { fileURLToPath } from "node:url"
 
 // The command that runs abilities-mcp, as an argv list (`init opencode --command ...` sets it).
 const COMMAND = __ABILITIES_MCP_COMMAND__
-// A gate that has not answered by then lets the call through (a hung gate must not hang the session).
+// A gate that has not answered by then is killed, and its call refused: the hook refuses a call itself once its own
+// budget (5 s) is spent, so only a hook that could not even start in time gets here.
 const TIMEOUT_MS = 10_000
 // Notes kept for calls whose tool.execute.after never came (another plugin threw): the oldest go first.
 const MAX_NOTES = 200
@@ -36,7 +38,11 @@ function ask(event, payload, cwd) {
     }
     let stdout = ""
     let stderr = ""
-    const timer = setTimeout(() => child.kill("SIGKILL"), TIMEOUT_MS)
+    let timedOut = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      child.kill("SIGKILL")
+    }, TIMEOUT_MS)
     child.stdout.on("data", (chunk) => (stdout += chunk))
     child.stderr.on("data", (chunk) => (stderr += chunk))
     child.on("error", (error) => {
@@ -45,6 +51,11 @@ function ask(event, payload, cwd) {
     })
     child.on("close", (code) => {
       clearTimeout(timer)
+      if (timedOut) {
+        const said = `abilities-mcp hook opencode ${event} did not answer within ${TIMEOUT_MS / 1000} s`
+        resolve({ code: event === "tool-before" ? 2 : -1, stdout: "", stderr: `${said}; the call is refused` })
+        return
+      }
       resolve({ code: code ?? -1, stdout, stderr })
     })
     child.stdin.on("error", () => {}) // the gate may answer before reading everything

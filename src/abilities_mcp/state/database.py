@@ -106,14 +106,16 @@ class StateCorrupt(StateFileError):
 class Database:
     """One connection to the state file, with the schema in place."""
 
-    def __init__(self, path: Path, accept_newer: bool = False):
+    def __init__(self, path: Path, accept_newer: bool = False, busy_ms: int = BUSY_TIMEOUT_MS):
         """`accept_newer`: read a file a newer version wrote as far as this one understands it (the hook, which a
         client may run from an older install than its server; versions only ever add tables and columns).
+        `busy_ms`: how long to wait for another process's write (the hook waits no longer than its budget).
 
         Raises StateCorrupt for a damaged file and StateFileError for one that cannot be opened (a folder, a folder
         this user cannot write); never moves anything (see `open_state`)."""
         self.accept_newer = accept_newer
         self.path = path
+        self.busy_ms = busy_ms
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the runs and approvals: the user's alone
         except OSError as exc:
@@ -134,11 +136,9 @@ class Database:
             raise problem from exc
 
     def _open(self) -> None:
-        self.db = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-        )
+        self.db = sqlite3.connect(self.path, timeout=self.busy_ms / 1000, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
-        self.db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        self.db.execute(f"PRAGMA busy_timeout={int(self.busy_ms)}")
         self._enable_wal()
         # NORMAL in WAL mode survives a process crash; only a power loss can drop the last commits.
         self.db.execute("PRAGMA synchronous=NORMAL")
@@ -150,7 +150,7 @@ class Database:
     def _enable_wal(self) -> None:
         """WAL mode, waiting for another process that is creating the same file: SQLite answers this pragma with
         "database is locked" at once, without its busy handler, while two processes open a new file together."""
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        deadline = time.monotonic() + self.busy_ms / 1000
         while True:
             try:
                 self.db.execute("PRAGMA journal_mode=WAL")
