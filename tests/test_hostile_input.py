@@ -482,6 +482,26 @@ SLOW_PAYLOADS = {
 }
 
 
+@pytest.mark.parametrize("client", ["claude", "codex", "gemini"])
+def test_a_tool_input_nested_too_deep_to_read_is_refused_not_let_through(tmp_path: Path, client: str) -> None:
+    root, _ = _project(tmp_path, "abilities/x.yaml", _text(GOOD))
+    deep = "[" * DEEP + "]" * DEEP  # an MCP tool's arguments are whatever JSON the agent writes
+    event = "BeforeTool" if client == "gemini" else "PreToolUse"
+    payload = f'{{"session_id":"s","cwd":{json.dumps(str(root))},"hook_event_name":"{event}",'
+    payload += f'"tool_name":"mcp__pg__execute_query","tool_input":{{"sql":"drop table users","x":{deep}}}}}'
+
+    done = subprocess.run(
+        [sys.executable, "-m", "abilities_mcp", "hook", client, event],
+        input=payload,
+        capture_output=True,
+        text=True,
+        timeout=CASE_TIMEOUT_SECONDS,
+    )
+
+    assert "let through" not in done.stderr, done.stderr  # before: RecursionError, exit 1, "the call was let through"
+    assert "nests too deep to read" in done.stdout and "deny" in done.stdout, (done.stdout, done.stderr)
+
+
 @pytest.mark.parametrize("case", list(SLOW_PAYLOADS), ids=list(SLOW_PAYLOADS))
 def test_a_payload_built_to_be_slow_is_decided_in_linear_time(tmp_path: Path, case: str) -> None:
     client, tool, tool_input, words = SLOW_PAYLOADS[case]

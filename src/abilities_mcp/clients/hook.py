@@ -108,7 +108,9 @@ def main(
             hook = Hook(call, project or _project(call), session_ttl, time.monotonic() + budget)
             answer = HANDLERS[call.kind](hook)
     except OutOfTime:
-        return _out_of_time(client, name, budget, stdout, stderr)
+        return _refused_undecided(client, name, f"no decision within {budget:g} s", stdout, stderr)
+    except RecursionError:  # tool_input is the agent's JSON: 5,000 nested arrays must not let a gated call through
+        return _refused_undecided(client, name, "the call's input nests too deep to read", stdout, stderr)
     except StateUnreadable as exc:
         print(exc, file=stderr)
         return DENY_EXIT
@@ -151,15 +153,16 @@ def _deadline(seconds: float) -> Iterator[None]:
         signals.signal(signals.SIGALRM, previous)
 
 
-def _out_of_time(client: str, name: str, budget: float, stdout: IO[str], stderr: IO[str]) -> int:
-    """A tool call is refused (the client would let it through); anything else goes on as a failed hook does."""
-    said = f"abilities-mcp hook {client} {name}: no decision within {budget:g} s"
+def _refused_undecided(client: str, name: str, why: str, stdout: IO[str], stderr: IO[str]) -> int:
+    """A tool call the hook could not decide is refused (the client would let it through); anything else goes on
+    as a failed hook does."""
+    said = f"abilities-mcp hook {client} {name}: {why}"
     if KINDS[name] != "before":
         print(f"{said}; nothing was recorded or added", file=stderr)
         return FAIL_OPEN_EXIT
     reason = (
-        f"{said}, so the call is refused: a gate that cannot decide in time refuses rather than lets a call "
-        "through. Try the call again; if this keeps happening, run `abilities-mcp doctor` and tell the user."
+        f"{said}, so the call is refused: a gate that cannot decide refuses rather than lets a call through. "
+        "Try again (with plainer input); if this keeps happening, run `abilities-mcp doctor` and tell the user."
     )
     return render(client, name, Answer(deny=reason), stdout, stderr)
 
