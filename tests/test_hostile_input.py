@@ -547,6 +547,63 @@ def test_the_hook_s_budget_leaves_room_within_every_timeout_init_writes() -> Non
     assert f"const TIMEOUT_MS = {HOOK_TIMEOUT_SECONDS * 1000:_}" in plugin
 
 
+# --- arguments a tool cannot use ---------------------------------------------------------------------------------
+
+# (the tool's arguments, words its refusal holds). Before: a bare "Error executing tool skill_plan" (a NUL), the
+# 5,000 characters echoed back, or the path's own resolution failing.
+TOOL_ARGUMENTS = {
+    "skill-plan-nul": (("skill_plan", {"plan": "\x00"}), "holds a NUL character"),
+    "skill-plan-nul-inside": (("skill_plan", {"plan": "PLAN\x00.md"}), "holds a NUL character"),
+    "skill-plan-empty": (("skill_plan", {"plan": " "}), "is empty"),
+    "skill-plan-5000-characters": (("skill_plan", {"plan": "x" * 5000}), "cannot be read"),
+    "skill-plan-link-loop": (("skill_plan", {"plan": "loop/PLAN.md"}), "cannot be found"),
+}
+
+
+@pytest.mark.parametrize("case", list(TOOL_ARGUMENTS), ids=list(TOOL_ARGUMENTS))
+async def test_a_tool_argument_that_names_nothing_usable_is_refused_saying_why(
+    root: Path, client: Client, case: str
+) -> None:
+    (root / "loop").symlink_to("loop")
+    (tool, arguments), words = TOOL_ARGUMENTS[case]
+
+    result = await client.call_tool(tool, arguments)
+
+    text = " ".join(getattr(c, "text", "") for c in result.content)
+    assert result.is_error and words in text, text
+    assert len(text) < 1000, "a refusal names the argument, it does not echo 5,000 characters back"
+
+
+# --- a project root the server cannot serve ---------------------------------------------------------------------
+
+ROOTS = {
+    "missing-folder": (lambda base: base / "no" / "such" / "folder", "does not exist"),
+    "a-file": (lambda base: base / "a-file", "is not a folder"),
+}
+
+
+@pytest.mark.parametrize("command", [[], ["list"], ["validate"]], ids=["serve", "list", "validate"])
+@pytest.mark.parametrize("case", list(ROOTS), ids=list(ROOTS))
+def test_a_root_that_is_no_project_folder_stops_every_command_with_the_fix(
+    tmp_path: Path, case: str, command: list[str]
+) -> None:
+    (tmp_path / "a-file").write_text("not a project")
+    make, words = ROOTS[case]
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+
+    done = subprocess.run(  # as a client starts it: a pipe on stdin with the handshake already in it
+        [sys.executable, "-m", "abilities_mcp", "--root", str(make(tmp_path)), *command],
+        input=json.dumps(hello) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=CASE_TIMEOUT_SECONDS,
+    )
+
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert words in done.stderr and "--root" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr, done.stderr
+
+
 # --- a broken state file -------------------------------------------------------------------------------------------
 
 

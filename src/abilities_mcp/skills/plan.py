@@ -56,21 +56,37 @@ class _Item:
     parent: _Item | None = None
 
 
+# Characters of a caller's path a message shows.
+SHOWN_PATH_CHARS = 200
+
+
 def plan_path(root: Path, given: str) -> Path:
     """The plan file a caller names, inside the project: a relative path is under the root."""
-    path = (root / given).resolve()
+    if not given.strip() or "\0" in given:
+        what = "is empty" if not given.strip() else "holds a NUL character, which no file name does"
+        raise PlanError(f"the plan path {_shown(given)} {what}; give the path of a Markdown file such as PLAN.md")
+    try:
+        path = (root / given).resolve()
+    except (OSError, RuntimeError) as exc:  # a link loop; a name too long for the OS
+        raise PlanError(f"the plan {_shown(given)} cannot be found ({exc}); give a path under {root}") from None
     if not path.is_relative_to(root.resolve()):
-        raise PlanError(f"the plan {given!r} is outside the project {root}; give a path under it")
+        raise PlanError(f"the plan {_shown(given)} is outside the project {root}; give a path under it")
     return path
 
 
+def _shown(given: str) -> str:
+    """A caller's path as a message shows it: quoted, and cut (a 5,000-character path is not echoed back)."""
+    return repr(given if len(given) <= SHOWN_PATH_CHARS else given[:SHOWN_PATH_CHARS] + "...")
+
+
 def read_plan(path: Path) -> str:
+    shown = _shown(str(path))
     try:
         return read_text(path, MAX_PLAN_BYTES)
     except FileNotFoundError:
-        raise PlanError(f"no plan at {path}; give the path of a Markdown file under the project") from None
+        raise PlanError(f"no plan at {shown}; give the path of a Markdown file under the project") from None
     except Unreadable as exc:
-        raise PlanError(f"the plan {path} {exc}") from None
+        raise PlanError(f"the plan {shown} {exc}") from None
 
 
 def next_task(text: str) -> Task | None:
