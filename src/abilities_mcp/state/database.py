@@ -7,6 +7,7 @@ Stdlib only and no dataclasses: the hook opens this file on every tool call.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+log = logging.getLogger(__name__)
 D = TypeVar("D", bound="Database")
 # How long a writer waits for another process's lock before giving up.
 BUSY_TIMEOUT_MS = 10_000
@@ -250,7 +252,7 @@ def open_state(path: Path, factory: Callable[[Path], D]) -> tuple[D, str | None]
     reason = _damage(path)
     if reason is None:
         try:
-            return factory(path), None
+            return _private(factory(path), path), None
         except StateCorrupt as exc:  # damage the read-only look could not see
             reason = exc.reason
     import shlex  # here, not at the top: the hook imports this module on every tool call
@@ -262,13 +264,22 @@ def open_state(path: Path, factory: Callable[[Path], D]) -> tuple[D, str | None]
             f"the state file {str(path)!r} is damaged or not an abilities-mcp state file ({reason}) and could not be "
             f"moved aside ({exc}); move it (and its -wal and -shm files) out of the way yourself, then start again"
         ) from exc
-    return factory(path), (
+    return _private(factory(path), path), (
         f"abilities-mcp: the state file {str(path)!r} was damaged or not an abilities-mcp state file ({reason}). It "
         f"was moved aside to {str(aside)!r} (with its -wal and -shm files; nothing was deleted) and a fresh state "
         "file was started. Lost from view: the runs, their history and approvals, and the workflow prerequisites "
         f"recorded in it (read what survives with `sqlite3 {shlex.quote(str(aside))} .recover`). Kept: the "
         "project's abilities, skills and workflows.json, which live in the project."
     )
+
+
+def _private(db: D, path: Path) -> D:
+    """The state folder closed to other users once the file is open (state/privacy.py): said, not fatal."""
+    from .privacy import keep_private  # here: the hook never tightens, the server and the CLI do on every start
+
+    for problem in keep_private(path.parent):
+        log.warning("%s", problem)
+    return db
 
 
 def _damage(path: Path) -> str | None:
