@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import textwrap
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -11,7 +12,21 @@ from mcp import Client
 
 from abilities_mcp.server import create_server
 from abilities_mcp.state.project import Project
+from quick_subset import mark_slow
 from support import TEST_RETRY_BASE
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `slow` what the quick subset, `pytest -m "not slow"`, leaves out (tests/quick_subset.py says which)."""
+    mark_slow(items)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started as a background job (`pytest &`, nohup, some CI runners) inherits SIGINT ignored, and so would
+    every command it starts: a test of what Ctrl-C does to a command would fail there. A person's foreground command
+    has SIGINT at its default, so the suite starts its commands with it there, however it was started itself."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

@@ -267,6 +267,89 @@ def cli(root: Path, *args: str) -> list[str]:
     return [*CLI, *args, "--root", str(root)]
 
 
+# --- another, unprivileged user -------------------------------------------------------------------------------------
+
+NOBODY = 65534
+# What a Python run as nobody imports to run abilities-mcp (the server and the CLI).
+NOBODY_IMPORTS = "import abilities_mcp.cli.main, abilities_mcp.server.app, mcp, yaml, pydantic, anyio"
+_nobody: dict[str, Any] = {}
+
+
+def as_nobody() -> tuple[list[str], dict[str, str]]:
+    """A command prefix that runs this project's Python as an unprivileged user (root ignores file modes), and the
+    environment it needs (PATH, PYTHONPATH; add HOME), or a skip saying why. Where that user cannot read the clone
+    (a clone in a 0700 home or under `mktemp -d`) or the venv, the package and its dependencies are copied once to
+    a folder it can read; the interpreter must be runnable by it (a system Python is, a Python under /root is not)."""
+    if "found" not in _nobody:
+        _nobody["found"] = _find_nobody()
+    found = _nobody["found"]
+    if isinstance(found, str):
+        import pytest
+
+        pytest.skip(found)
+    prefix, pythonpath = found
+    return prefix, {"PATH": os.environ["PATH"], "PYTHONPATH": pythonpath}
+
+
+def _find_nobody() -> tuple[list[str], str] | str:
+    import shutil
+    import site
+
+    if os.geteuid() != 0:
+        return [sys.executable], os.pathsep.join([str(REPO / "src"), *site.getsitepackages()])  # modes apply already
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return "running as root without setpriv(1): file modes cannot be made to hold"
+    drop = [
+        setpriv,
+        f"--reuid={NOBODY}",
+        f"--regid={NOBODY}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]
+    pythons = [p for p in (sys.executable, f"/usr/bin/python3.{sys.version_info.minor}") if os.path.exists(p)]
+    spawns = "import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', 'pass']).returncode)"
+    runnable = [p for p in pythons if _runs([*drop, p, "-c", spawns], {})]  # a venv's link may run, not respawn
+    if not runnable:
+        return f"no Python of version 3.{sys.version_info.minor} this machine's unprivileged user may run"
+    here = os.pathsep.join([str(REPO / "src"), *site.getsitepackages()])
+    for python in runnable:
+        if _runs([*drop, python, "-c", NOBODY_IMPORTS], {"PYTHONPATH": here}):
+            return [*drop, python], here
+    copied = _readable_copy()
+    for python in runnable:
+        if _runs([*drop, python, "-c", NOBODY_IMPORTS], {"PYTHONPATH": copied}):
+            return [*drop, python], copied
+    return "the unprivileged user cannot import abilities-mcp even from a readable copy"
+
+
+def _runs(command: list[str], env: dict[str, str]) -> bool:
+    done = subprocess.run(command, capture_output=True, env={"PATH": os.environ["PATH"], **env}, cwd="/", timeout=60)
+    return done.returncode == 0
+
+
+def _readable_copy() -> str:
+    """The package and the venv's site-packages copied under the temp folder, readable by every user; removed at
+    exit. A clone other users cannot enter is the ordinary case: a private home, `mktemp -d`."""
+    import atexit
+    import shutil
+    import site
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="abilities-nobody-"))
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
+    paths = []
+    for i, source in enumerate([REPO / "src", *map(Path, site.getsitepackages())]):
+        target = base / f"path{i}"
+        shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        paths.append(str(target))
+    for folder in [base, *base.rglob("*")]:
+        if not folder.is_symlink():
+            folder.chmod(0o755 if folder.is_dir() else 0o644)
+    return os.pathsep.join(paths)
+
+
 # --- the hook command as a client runs it ----------------------------------------------------------------------
 
 # One hook process: it starts, reads the state file and answers well within this, or something hangs.

@@ -10,7 +10,6 @@ import io
 import json
 import os
 import shutil
-import site
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from abilities_mcp.clients.configs import HOOK_TIMEOUT_SECONDS
 from abilities_mcp.files import MAX_NESTING
 from abilities_mcp.server.skill_extension import DIRECTORY_PAGE_SIZE
 from abilities_mcp.skills import manifest, skillset
-from support import MODERN_ENVELOPE, get_skill, raw_server, read_directory, run_hook, state_db, write_skill
+from support import MODERN_ENVELOPE, as_nobody, get_skill, raw_server, read_directory, run_hook, state_db, write_skill
 
 # A case is over in well under this; a hang (a FIFO opened for reading) would sit here until the bound.
 CASE_TIMEOUT_SECONDS = 60
@@ -746,25 +745,9 @@ def test_a_folder_in_place_of_the_state_file_stops_serve_and_the_cli_with_the_fi
     assert hooked.returncode == 2 and "is a folder" in hooked.stderr, hooked.stderr
 
 
-NOBODY = 65534
-
-
-def _as_nobody() -> list[str]:
-    """A prefix that runs this Python as an unprivileged user (root ignores file modes), or a skip saying why."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0:
-        return [sys.executable]  # already unprivileged: modes apply
-    if setpriv is None:
-        pytest.skip("running as root without setpriv(1): a read-only folder cannot be made to hold")
-    prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all"]
-    if subprocess.run([*prefix, sys.executable, "-c", "pass"], capture_output=True).returncode != 0:
-        pytest.skip("this machine's unprivileged user cannot run this Python")
-    return [*prefix, sys.executable]
-
-
 @pytest.mark.parametrize("what", ["state-folder", "project-and-state-folder"])
 def test_a_read_only_state_folder_stops_the_command_with_the_fix(what: str) -> None:
-    python = _as_nobody()
+    python, env = as_nobody()
     base = Path(tempfile.mkdtemp(prefix="abilities-readonly-"))
     try:
         base.chmod(0o755)
@@ -773,11 +756,7 @@ def test_a_read_only_state_folder_stops_the_command_with_the_fix(what: str) -> N
         state.mkdir()
         for folder in [state, *([root, root / "abilities"] if what != "state-folder" else [])]:
             folder.chmod(0o555)
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(base),
-            "PYTHONPATH": os.pathsep.join([str(Path(abilities_mcp.__file__).parents[1]), *site.getsitepackages()]),
-        }
+        env["HOME"] = str(base)
         for args in (["status"], ["serve"]):
             done = subprocess.run(
                 [*python, "-m", "abilities_mcp", "--root", str(root), "--state-dir", str(state), *args],

@@ -7,7 +7,6 @@ And a CLI command whose state file opens but cannot be written (a read-only moun
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -23,7 +22,7 @@ from abilities_mcp.engine.questions import Answer
 from abilities_mcp.server import create_server
 from abilities_mcp.state.project import Project
 from abilities_mcp.state.store import Store
-from support import GATED, cli, until
+from support import GATED, as_nobody, cli, until
 
 pytestmark = pytest.mark.anyio
 
@@ -84,8 +83,7 @@ async def test_a_malformed_answer_is_dropped_and_a_real_one_still_lets_the_run_g
 
 
 def test_a_cli_command_whose_state_file_cannot_be_written_says_so_without_a_traceback() -> None:
-    if os.geteuid() == 0 and not _can_drop_privileges():
-        pytest.skip("running as root without setpriv: a read-only file is still writable here")
+    python, env = as_nobody()
     # Under /tmp itself, not pytest's folder: as root the command runs as nobody, who must reach the project.
     tmp_path = Path(tempfile.mkdtemp(prefix="abilities-readonly-"))
     tmp_path.chmod(0o755)
@@ -105,11 +103,9 @@ def test_a_cli_command_whose_state_file_cannot_be_written_says_so_without_a_trac
     assert first.returncode == 0, first.stderr
     for path in [state, *state.iterdir()]:
         path.chmod(0o555 if path.is_dir() else 0o444)
-    command = cli(root, "run", "one", "--state-dir", str(state))
-    if os.geteuid() == 0:
-        command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *command]
+    command = [*python, "-m", "abilities_mcp", "run", "one", "--state-dir", str(state), "--root", str(root)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**env, "HOME": str(tmp_path)})
     finally:
         for path in [state, *state.iterdir()]:
             path.chmod(0o755)
@@ -117,7 +113,3 @@ def test_a_cli_command_whose_state_file_cannot_be_written_says_so_without_a_trac
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert str(state) in done.stderr
-
-
-def _can_drop_privileges() -> bool:
-    return subprocess.run(["which", "setpriv"], capture_output=True).returncode == 0

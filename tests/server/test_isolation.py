@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import site
 import subprocess
 import sys
 import tempfile
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support import REPO
+from support import as_nobody
 
 NOBODY = 65534
 # The attack script's own bound: the server answers initialize in well under this.
@@ -55,26 +54,6 @@ target.wait()
 """
 
 
-def _as_nobody() -> list[str]:
-    """The command prefix that runs a Python as an unprivileged user, with this project importable."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0 or setpriv is None:
-        pytest.skip("needs root and setpriv(1) to run the attacker and the server as another user")
-    prefix = [
-        setpriv,
-        f"--reuid={NOBODY}",
-        f"--regid={NOBODY}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-    ]
-    for python in (sys.executable, f"/usr/bin/python3.{sys.version_info.minor}"):
-        spawns = "import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', 'pass']).returncode)"
-        if subprocess.run([*prefix, python, "-c", spawns], capture_output=True).returncode == 0:
-            return [*prefix, python]
-    pytest.skip("no Python this machine's unprivileged user may run")
-
-
 # Writes a line into each descriptor of the server (its parent) it can open: the protocol's copies of stdin and
 # stdout among them. Prints what it opened.
 PRY = r"""description: a step that pries at the server that runs it
@@ -90,18 +69,16 @@ steps:
 
 
 def _attack(kind: str) -> str:
-    command = _as_nobody()
+    command, env = as_nobody()
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the attacker and the server as another user")
     root = Path(tempfile.mkdtemp(prefix="abilities-isolation-"))
     try:
         root.chmod(0o777)
         (root / "abilities").mkdir(mode=0o777)
         (root / "abilities" / "pry.yaml").write_text(PRY)
         (root / "abilities" / "pry.yaml").chmod(0o644)
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(root),
-            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), *site.getsitepackages()]),
-        }
+        env["HOME"] = str(root)
         done = subprocess.run(
             [*command, "-c", ATTACK, str(root), kind],
             capture_output=True,
