@@ -89,6 +89,7 @@ def test_workflows_add_fits_the_template_to_the_tool_cache(root: Path) -> None:
     assert done.returncode == 0, done.stderr
     added = json.loads((root / "workflows.json").read_text())["database-safe-query"]
     assert [p["tool"] for p in added["prerequisites"]] == ["list_tables", "describe_table"]
+    assert "left out step 1 (list_databases)" in done.stdout, "the person sees what the template became"
 
 
 def test_a_template_none_of_whose_steps_the_projects_tools_offer_is_refused(root: Path) -> None:

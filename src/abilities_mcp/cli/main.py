@@ -526,8 +526,10 @@ def workflows(project: Project, args: argparse.Namespace) -> int:
     path = project.workflows_file
     try:
         if args.action == "add":
-            name = edits.add_template(path, args.template, args.name)
+            name, notes = edits.add_fitted_template(path, args.template, args.name)
             print(f"Added workflow {name!r} (template {args.template}) to {path}.")
+            for note in notes:  # what the template became to fit the tools this project has
+                print(f"  {note}")
         elif args.action in ("enable", "disable"):
             changed = edits.set_enabled(path, args.name, args.action == "enable")
             print(
