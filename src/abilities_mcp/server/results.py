@@ -127,7 +127,7 @@ class ErrorInfo(BaseModel):
 
 class FileReport(BaseModel):
     name: str
-    kind: str = Field(description="ability, skill or workflows")
+    kind: str = Field(description="ability, skill, workflows, tool cache, settings or gateway")
     path: str
     valid: bool
     errors: list[ErrorInfo] = Field(default_factory=list)
