@@ -159,7 +159,7 @@ def test_a_state_file_in_the_project_is_not_read_and_a_notice_names_both_paths_a
 
     done = cli(root, "status", "run_planted")
 
-    assert done.returncode == 1 and "run_planted" not in done.stdout  # not read: its run is unknown
+    assert done.returncode == 2 and "run_planted" not in done.stdout  # not read: its run is unknown (exit 2)
     assert done.stderr.count("is no longer read") == 1
     assert str(legacy) in done.stderr and str(project.state_db) in done.stderr
     assert f"mv {legacy.parent}/state.db* {project.state_dir}/" in done.stderr
