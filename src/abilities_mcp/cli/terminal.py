@@ -276,7 +276,8 @@ async def _answer_question(engine: Engine, top: LiveRun, live: LiveRun, question
         why = f"{got}; nothing was recorded"
     print(
         f"The answer cannot come from here ({why}): a person types, in their own terminal,\n"
-        f"  {question.terminal_command(live.run_id)}\nThe run waits for it.",
+        f"  {question.terminal_command(live.run_id)}{'' if question.kind == 'decision' else '   (or with --reject)'}\n"
+        "The run waits for it.",
         flush=True,
     )
 

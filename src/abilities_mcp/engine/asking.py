@@ -280,7 +280,7 @@ def _watch(run_id: str) -> list[NextCall]:
 def _person_only(record: RunRecord, question: Question) -> tuple[str, str, list[NextCall]]:
     return (
         f"under enforcement: {record.enforcement}, only a person answers {question.kind} questions. Ask the user "
-        f"to answer the form their client shows or to type `{question.terminal_command(record.run_id)}` in a "
+        f"to answer the form their client shows or to type {question.typed(record.run_id)} in a "
         "terminal, then wait for the run",
         record.status,
         _watch(record.run_id),

@@ -169,7 +169,7 @@ def _not_awaiting_agent(record: RunRecord, status: str) -> tuple[str, str, list[
         wait = NextCall("ability_status", {**rid, "wait_seconds": 30})
         return (
             "the run waits for a person's answer, not for the agent; a person answers the form their client shows "
-            f"or types `{question.terminal_command(record.run_id)}` in a terminal",
+            f"or types {question.typed(record.run_id)} in a terminal",
             status,
             [question.relay_call(record.run_id), wait] if record.enforcement == "loose" else [wait],
         )

@@ -121,7 +121,11 @@ class Question:
         """What a person types to answer."""
         if self.kind == "decision":
             return f"abilities-mcp decide {run_id} retry|continue|stop"
-        return f"abilities-mcp approve {run_id}   (or --reject)"
+        return f"abilities-mcp approve {run_id}"
+
+    def typed(self, run_id: str) -> str:
+        """terminal_command in backticks, as a message quotes it; the way to say no stays outside the command."""
+        return f"`{self.terminal_command(run_id)}`" + ("" if self.kind == "decision" else " (`--reject` to say no)")
 
     def relay_call(self, run_id: str) -> NextCall:
         """The call an agent relays a person's answer with (accepted under enforcement: loose only)."""

@@ -144,7 +144,7 @@ def _question_step(record: RunRecord, question: Question) -> CurrentStep:
         description=spec.get("description") if question.kind != "plan" else "Approve the step plan",
         instructions=(
             f"The run waits for a person's answer:\n{question.prompt}\n\n{answer} Ask the user to answer the form "
-            f"their client shows, or to type `{question.terminal_command(record.run_id)}` in a terminal. Then "
+            f"their client shows, or to type {question.typed(record.run_id)} in a terminal. Then "
             f"wait with ability_status(run_id={record.run_id!r}, wait_seconds=60)."
         ),
         prompt=question.prompt,
