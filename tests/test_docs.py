@@ -306,3 +306,57 @@ def _localize(command: str, root: Path) -> str:
     for name in PROJECT_NAMES:
         command = command.replace(name, str(root))
     return command.replace(".venv/bin/abilities-mcp", "abilities-mcp")
+
+
+# --- every command a page shows -------------------------------------------------------------------------------------
+
+# A command line that runs abilities-mcp, however the page spells the program: a path to it, the venv's, uvx's.
+PROGRAM = re.compile(r"^(?:\S*/)?abilities-mcp$")
+SHELL_KINDS = ("bash", "sh", "shell", "console", "text", "")
+
+
+def shown_commands() -> list[tuple[str, list[str]]]:
+    """(where, arguments) for each abilities-mcp command in a page's shell-like blocks, placeholders left as they
+    stand: a command is `PROGRAM ARGS…` up to a shell operator or a comment, after a `$ ` prompt in a transcript."""
+    import shlex
+
+    found = []
+    for block in ALL_BLOCKS:
+        if block.kind not in SHELL_KINDS:
+            continue
+        for n, line in enumerate(block.text.splitlines(), start=block.line + 1):
+            text = line[2:] if block.kind == "console" and line.startswith("$ ") else line
+            if block.kind == "console" and not line.startswith("$ "):
+                continue
+            try:
+                words = shlex.split(text, comments=True)
+            except ValueError:
+                continue
+            for i, word in enumerate(words):
+                starts = i == 0 or words[i - 1] in ("&&", "||", ";", "|", "exec") or words[i - 2 : i - 1] == ["--from"]
+                if PROGRAM.match(word) and starts:
+                    rest = words[i + 1 :]
+                    cut = next((j for j, w in enumerate(rest) if w in ("&&", "||", ";", "|", ">", "2>&1")), len(rest))
+                    found.append((f"{block.page.relative_to(REPO)}:{n}", rest[:cut]))
+    return found
+
+
+COMMANDS = shown_commands()
+# Words that stand for a value the reader chooses.
+PLACEHOLDERS = re.compile(r"[A-Z][A-Z_]*|run_…|…|<[^>]+>|\[.*\]|.*\|.*")
+
+
+def test_pages_show_commands_to_check() -> None:
+    assert len(COMMANDS) > 30, COMMANDS
+
+
+@pytest.mark.parametrize(("where", "words"), COMMANDS, ids=[w for w, _ in COMMANDS])
+def test_every_command_a_page_shows_is_one_the_cli_takes(where: str, words: list[str]) -> None:
+    from abilities_mcp.cli.parser import parse_args
+
+    if any(PLACEHOLDERS.fullmatch(w) for w in words if not w.startswith("-")) and "--" not in words:
+        words = [w if not PLACEHOLDERS.fullmatch(w) else "x" for w in words]  # a placeholder parses as a value
+    try:
+        parse_args(words)
+    except SystemExit as exc:
+        pytest.fail(f"{where}: `abilities-mcp {' '.join(words)}` is not a command the CLI takes (exit {exc.code})")
