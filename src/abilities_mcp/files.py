@@ -6,7 +6,6 @@ hang, a crash or a gigabyte. Stdlib only (yaml on first use): the hook reads fil
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
 from typing import IO
@@ -92,6 +91,8 @@ def open_inside(path: str | os.PathLike[str], folder: str | os.PathLike[str], fo
 def _real_path(fd: int) -> str | None:
     """Where an open descriptor's file is, as the kernel knows it (Linux); None where the OS does not say."""
     try:
+        import fcntl  # here: the hook reads files through this module and never asks
+
         if hasattr(fcntl, "F_GETPATH"):  # macOS
             return os.fsdecode(fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024)).rstrip(b"\0"))
         return os.readlink(f"/proc/self/fd/{fd}")

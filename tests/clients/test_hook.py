@@ -780,7 +780,7 @@ def test_the_hook_path_imports_neither_mcp_nor_pydantic(root) -> None:
         "import sys, io; from abilities_mcp.__main__ import main; "
         "sys.stdin = io.StringIO(sys.argv[1]); main(['hook', 'claude', 'PreToolUse']); "
         "sys.stderr.write(' '.join(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pydantic', 'yaml', "
-        "'anyio', 'dataclasses', 'argparse')))"
+        "'anyio', 'dataclasses', 'argparse', 'logging', 'hashlib')))"  # logging: 6 ms a call it never uses
     )
     payload = json.dumps({"session_id": SESSION, "tool_name": "mcp__db__execute_query", "cwd": str(root)})
 

@@ -7,7 +7,6 @@ Stdlib only and no dataclasses: the hook opens this file on every tool call.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -15,7 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-log = logging.getLogger(__name__)
 D = TypeVar("D", bound="Database")
 # How long a writer waits for another process's lock before giving up.
 BUSY_TIMEOUT_MS = 10_000
@@ -275,10 +273,12 @@ def open_state(path: Path, factory: Callable[[Path], D]) -> tuple[D, str | None]
 
 def _private(db: D, path: Path) -> D:
     """The state folder closed to other users once the file is open (state/privacy.py): said, not fatal."""
-    from .privacy import keep_private  # here: the hook never tightens, the server and the CLI do on every start
+    import logging  # here, as privacy: the hook imports this module on every tool call and never tightens
+
+    from .privacy import keep_private
 
     for problem in keep_private(path.parent):
-        log.warning("%s", problem)
+        logging.getLogger(__name__).warning("%s", problem)
     return db
 
 
