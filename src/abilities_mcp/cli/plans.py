@@ -14,7 +14,7 @@ from ..files import Unreadable, read_text
 from ..prerequisites.edits import write_atomically
 from ..skills.openskills import removed, synced, system_block
 from ..skills.plan import PlanError
-from ..skills.selection import Step, for_step
+from ..skills.selection import Step, for_step, selection_event
 from ..skills.skillset import SkillSet
 from ..state import skill_events
 from ..state.database import Database, StateFileError, open_state
@@ -66,19 +66,7 @@ def record_events(skillset: SkillSet, step: Step) -> None:
     """Record what this command found and chose as skill events, as an MCP session's skill_plan does: each command
     is a session of its own (`cli-…`). A state file that cannot be written costs the record, never the plan."""
     session = f"cli-{secrets.token_hex(6)}"
-    found = list(skillset.skills.values())
-    scopes = {scope: sum(s.scope == scope for s in found) for scope in ("project", "user", "builtin")}
-    failures = [
-        {"name": path.parent.name, "error": problem.message, "path": str(path)} for path, problem in skillset.failures()
-    ]
-    chosen = step.selection
-    selection = {
-        "step_kind": chosen.step_kind,
-        "task_label": step.task.text if step.task else None,
-        "skills": [{"name": c.name, "reason": c.reason} for c in chosen.skills],
-        "strategy": chosen.strategy,
-        "errors": chosen.errors,
-    }
+    task = step.task.text if step.task else None
     try:
         db, notice = open_state(skillset.project.state_db, Database)
     except (StateFileError, OSError, sqlite3.Error) as exc:
@@ -87,8 +75,9 @@ def record_events(skillset: SkillSet, step: Step) -> None:
     if notice:
         print(notice, file=sys.stderr)
     try:
-        skill_events.record_discovery(db, session, scopes, sorted(s.name for s in found), failures)
-        skill_events.record_selection(db, session, selection, chosen.truncated, chosen.budget)
+        chosen = step.selection
+        skill_events.record_discovery(db, session, *skillset.discovery())
+        skill_events.record_selection(db, session, selection_event(chosen, task), chosen.truncated, chosen.budget)
     except sqlite3.Error as exc:  # a read-only mount, a full disk
         print(f"abilities-mcp: skill events not recorded: {exc}", file=sys.stderr)
     finally:

@@ -31,10 +31,9 @@ from pydantic import Field
 
 from ..errors import AbilitiesError
 from ..skills.plan import PlanError
-from ..skills.selection import DEFAULT_BODY_BUDGET, Selection, for_step
+from ..skills.selection import DEFAULT_BODY_BUDGET, Selection, for_step, selection_event
 from ..skills.skillset import SkillSet, bundled_files, read_skill_file, skill_content
 from ..state import skill_events
-from ..state.skill_events import DISCOVERED, LOAD_FAILED, SELECTED, TRUNCATED
 from .results import (
     ChosenSkill,
     PlanTask,
@@ -241,32 +240,17 @@ def _get(skillset: SkillSet, name: str):
 
 
 def _record_discovery(ctx: Context, skillset: SkillSet, session: str) -> None:
-    store = ctx.request_context.lifespan_context.store
-    skills = list(skillset.skills.values())
-    scopes = {scope: sum(s.scope == scope for s in skills) for scope in ("project", "user", "builtin")}
-    names = sorted(s.name for s in skills)
-    skill_events.record(store, DISCOVERED, {"count": len(skills), "locations": scopes, "names": names}, session)
-    for path, problem in skillset.failures():
-        logger.warning("skill %s did not load: %s", path, problem.message)
-        detail = {"name": path.parent.name, "error": problem.message, "path": str(path)}
-        skill_events.record(store, LOAD_FAILED, detail, session)
+    scopes, names, failures = skillset.discovery()
+    for failure in failures:
+        logger.warning("skill %s did not load: %s", failure["path"], failure["error"])
+    skill_events.record_discovery(ctx.request_context.lifespan_context.store, session, scopes, names, failures)
 
 
 def _record_selection(ctx: Context, session: str, task: str | None, chosen: Selection) -> None:
-    store = ctx.request_context.lifespan_context.store
-    selection = {
-        "step_kind": chosen.step_kind,
-        "task_label": task,
-        "skills": [{"name": c.name, "reason": c.reason} for c in chosen.skills],
-        "strategy": chosen.strategy,
-        "errors": chosen.errors,
-    }
-    skill_events.record(store, SELECTED, selection, session)
     for error in chosen.errors:
         logger.warning("skill_plan: skill %s: %s", error["name"], error["error"])
-        skill_events.record(store, LOAD_FAILED, error, session)
-    for name in chosen.truncated:
-        skill_events.record(store, TRUNCATED, {"name": name, "max_chars": chosen.budget}, session)
+    store = ctx.request_context.lifespan_context.store
+    skill_events.record_selection(store, session, selection_event(chosen, task), chosen.truncated, chosen.budget)
 
 
 def _session_key(ctx: Context) -> str:

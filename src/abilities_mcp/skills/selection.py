@@ -10,6 +10,7 @@ in OpenSkills' `read` format, its SKILL.md cut at a budget with a visible marker
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import UnknownName
 from ..files import Unreadable, read_text
@@ -41,6 +42,17 @@ class Selection:
     truncated: list[str] = field(default_factory=list)  # skills whose body was cut to the budget
     budget: int = DEFAULT_BODY_BUDGET  # the characters each file was cut to
     prompt: str = ""
+
+
+def selection_event(chosen: Selection, task: str | None) -> dict[str, Any]:
+    """What a step was given, as its SKILLS_SELECTED event says it (state/skill_events.py)."""
+    return {
+        "step_kind": chosen.step_kind,
+        "task_label": task,
+        "skills": [{"name": c.name, "reason": c.reason} for c in chosen.skills],
+        "strategy": chosen.strategy,
+        "errors": chosen.errors,
+    }
 
 
 @dataclass

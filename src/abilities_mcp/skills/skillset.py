@@ -139,6 +139,14 @@ class SkillSet:
         loaded = {s.path for s in self.skills.values()}
         return [(path, found[0]) for path, found in self.problems.items() if found and path not in loaded]
 
+    def discovery(self) -> tuple[dict[str, int], list[str], list[dict[str, str]]]:
+        """What was found, as the SKILLS_DISCOVERED event and its SKILLS_LOAD_FAILED ones say it: the skills by
+        scope, their names, and each SKILL.md that did not load (state/skill_events.py)."""
+        found = list(self.skills.values())
+        scopes = {scope: sum(s.scope == scope for s in found) for scope in ("project", "user", "builtin")}
+        failed = [{"name": p.parent.name, "error": problem.message, "path": str(p)} for p, problem in self.failures()]
+        return scopes, sorted(s.name for s in found), failed
+
     def get(self, name: str) -> Skill:
         """The skill of that name; UnknownName with a did-you-mean otherwise."""
         self.refresh()
