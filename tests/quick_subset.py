@@ -26,6 +26,7 @@ SLOW_MODULES = {
     "clients/test_gemini.py",
     "clients/test_sandboxes.py",
     "clients/test_edited_rules.py",
+    "clients/test_call_approvals.py",
     # The MCP Inspector (npx) and real upstream servers (PyPI, npm), the gateway's upstream processes.
     "server/test_inspector.py",
     "gateway/test_everything_upstream.py",
