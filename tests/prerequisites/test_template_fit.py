@@ -101,3 +101,52 @@ def test_a_template_none_of_whose_steps_the_projects_tools_offer_is_refused(root
     assert "this project's tools of its category (query, from .opencode/agent-skill-tools.json)" in done.stderr
     assert "could never be met" in done.stderr and "Nothing was changed" in done.stderr
     assert not (root / "workflows.json").exists()
+
+
+# --- dangerous-commands: shell rules and a person's approval, no category ----------------------------------------
+
+DANGEROUS = TEMPLATES["dangerous-commands"]
+
+
+@pytest.mark.parametrize(
+    "known",
+    [{}, categories("sqlite", SQLITE, "database"), categories("shell", ["Bash", "run_command"], "shell")],
+    ids=["no-tool-cache", "tools-of-another-category", "shell-tools"],
+)
+def test_a_template_of_shell_rules_has_no_category_and_is_never_fitted(known) -> None:
+    fitted = fit(DANGEROUS, known)
+
+    assert fitted == (DANGEROUS, [], [])
+    assert "category" not in DANGEROUS["triggers"] and "prerequisites" not in DANGEROUS
+
+
+def test_workflows_add_writes_dangerous_commands_and_validate_accepts_it(root: Path) -> None:
+    write_cache(root, "sqlite", SQLITE, "database")  # a tool cache is there: nothing in it touches this template
+
+    done = add(root, "dangerous-commands")
+
+    path = root / "workflows.json"
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"Added workflow 'dangerous-commands' (template dangerous-commands) to {path}.\n"
+    added = json.loads(path.read_text())["dangerous-commands"]
+    assert added["enabled"] is True and added["mode"] == "enforce"
+    assert added["description"] == "A person approves each destructive command before it runs"
+    assert added["approval"] == {"expires": "10m", "prompt": "Run {{command}}?"}
+    assert "prerequisites" not in added
+    assert added["triggers"] == {
+        "tools": [
+            "Bash(git push --force:*)",
+            "Bash(git push -f:*)",
+            "Bash(git reset --hard:*)",
+            "Bash(git clean -fdx:*)",
+            "Bash(rm -rf:*)",
+            "Bash(terraform apply:*)",
+            "Bash(terraform destroy:*)",
+            "Bash(kubectl delete:*)",
+            "Bash(helm uninstall:*)",
+            "Bash(dropdb:*)",
+        ]
+    }
+    checked = subprocess.run([*CLI, "--root", str(root), "validate"], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert any(line.startswith("ok ") and line.endswith(f"({path})") for line in checked.stdout.splitlines())

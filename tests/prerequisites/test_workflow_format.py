@@ -490,17 +490,19 @@ def test_current_picks_up_a_new_routing_cache(tmp_path: Path) -> None:
     assert workflows.current().categories["postgres__run_sql"] == {"db", "database"}
 
 
-def test_the_repos_workflows_json_holds_the_four_templates() -> None:
+def test_the_repos_workflows_json_holds_the_templates_with_dangerous_commands_off() -> None:
+    """dangerous-commands would ask a person before each of this repository's own force pushes: shipped off."""
     path = REPO / "workflows.json"
     found = read_workflows(path)
     assert found.problems == []
     assert check_file(path) == []
-    modes = {name: w.mode for name, w in found.workflows.items()}
+    modes = {name: (w.mode, w.enabled) for name, w in found.workflows.items()}
     assert modes == {
-        "database-safe-query": "enforce",
-        "browser-safe-interaction": "enforce",
-        "github-pr-review": "warn",
-        "graphql-schema-aware": "suggest",
+        "database-safe-query": ("enforce", True),
+        "browser-safe-interaction": ("enforce", True),
+        "github-pr-review": ("warn", True),
+        "graphql-schema-aware": ("suggest", True),
+        "dangerous-commands": ("enforce", False),
     }
     on_disk = json.loads(path.read_text(encoding="utf-8"))
     templates = {t["name"]: {k: v for k, v in t.items() if k != "name"} for t in TEMPLATES.values()}

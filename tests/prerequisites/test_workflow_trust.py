@@ -107,6 +107,135 @@ def test_a_tool_leaving_a_category_a_workflow_triggers_on_lowers_its_gate() -> N
     assert found == ["tool 'run_sql' left category 'database' in the tool cache"]
 
 
+# A workflow whose gate is a person's yes to each call (issue 31): what an edit of its approval loosens.
+APPROVED: dict[str, Any] = {
+    "force-push": {
+        "description": "A person approves every force push",
+        "triggers": {"tools": ["Bash(git push --force:*)", "Bash(git push -f:*)", "mcp__github__merge_pull_request"]},
+        "approval": {"expires": "10m", "prompt": "Force-push {{command}}?"},
+    }
+}
+LOOK_FIRST = {"step": 1, "tool": "get_pull_request", "description": "the PR first"}
+
+
+def approved(data: dict[str, Any]) -> dict[str, Any]:
+    return data["force-push"]
+
+
+def approval(data: dict[str, Any]) -> dict[str, Any]:
+    return approved(data)["approval"]
+
+
+def look_first_instead(data: dict[str, Any]) -> None:
+    """The approval swapped for a prerequisite: a valid workflow, no person asked."""
+    approved(data).pop("approval")
+    approved(data)["prerequisites"] = [LOOK_FIRST]
+
+
+APPROVAL_LOWERING = [
+    ("approval-removed", look_first_instead, ["workflow 'force-push' no longer needs a person's approval"]),
+    (
+        "approval-removed-leaving-no-gate",
+        lambda d: approved(d).pop("approval"),
+        ["workflow 'force-push' removed (or broken: `abilities-mcp validate` says why)"],
+    ),
+    (
+        "expires-lengthened",
+        lambda d: approval(d).update(expires="1h"),
+        ["workflow 'force-push' made its approval last longer: 10m → 1h"],
+    ),
+    (
+        "expires-lengthened-in-seconds",
+        lambda d: approval(d).update(expires=5400),
+        ["workflow 'force-push' made its approval last longer: 10m → 1h30m"],
+    ),
+    (
+        "rule-dropped",
+        lambda d: approved(d)["triggers"]["tools"].remove("Bash(git push -f:*)"),
+        ["workflow 'force-push' no longer triggered by command rule 'Bash(git push -f:*)'"],
+    ),
+    (
+        "rule-recased",  # words match case-sensitively: -F is not -f
+        lambda d: approved(d)["triggers"].update(
+            tools=["Bash(git push --force:*)", "Bash(git push -F:*)", "mcp__github__merge_pull_request"]
+        ),
+        ["workflow 'force-push' no longer triggered by command rule 'Bash(git push -f:*)'"],
+    ),
+    (
+        "rule-made-exact",
+        lambda d: approved(d)["triggers"].update(
+            tools=["Bash(git push --force)", "Bash(git push -f:*)", "mcp__github__merge_pull_request"]
+        ),
+        ["workflow 'force-push' no longer triggered by command rule 'Bash(git push --force:*)'"],
+    ),
+    (
+        "rules-narrowed",
+        lambda d: approved(d)["triggers"].update(tools=["Bash(git push --force origin main:*)"]),
+        [
+            "workflow 'force-push' no longer triggered by tool 'mcp__github__merge_pull_request'",
+            "workflow 'force-push' no longer triggered by command rule 'Bash(git push --force:*)'",
+            "workflow 'force-push' no longer triggered by command rule 'Bash(git push -f:*)'",
+        ],
+    ),
+    ("weakened", lambda d: approved(d).update(mode="warn"), ["workflow 'force-push' weakened from enforce to warn"]),
+]
+APPROVAL_TIGHTENING = [
+    ("prompt-reworded", lambda d: approval(d).update(prompt="Really force-push {{command}} now?")),
+    ("prompt-dropped", lambda d: approval(d).pop("prompt")),
+    ("expires-shortened", lambda d: approval(d).update(expires="30s")),
+    ("expires-same-in-seconds", lambda d: approval(d).update(expires=600)),
+    ("expires-left-to-the-same-default", lambda d: approval(d).pop("expires")),
+    ("prerequisite-added", lambda d: approved(d).update(prerequisites=[LOOK_FIRST])),
+    ("rule-added", lambda d: approved(d)["triggers"]["tools"].append("Bash(git push --force-with-lease:*)")),
+    (
+        "rules-respaced-and-requoted",  # the same words as the shell splits them
+        lambda d: approved(d)["triggers"].update(
+            tools=["Bash( git  push '--force':*)", 'Bash(git push "-f":*)', "mcp__github__merge_pull_request"]
+        ),
+    ),
+    ("approval-added-elsewhere", lambda d: d.update(deploy={**copy.deepcopy(approved(d)), "description": "more"})),
+]
+
+
+def approval_changed(change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    data = copy.deepcopy(APPROVED)
+    change(data)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("change", "reasons"), [(c, r) for _, c, r in APPROVAL_LOWERING], ids=[i for i, _, _ in APPROVAL_LOWERING]
+)
+def test_an_edit_that_lowers_an_approval_is_named(change, reasons: list[str]) -> None:
+    trusted = parsed(APPROVED)
+    assert trusted.problems == [] and trusted.workflows["force-push"].approval is not None
+
+    assert lowerings(trusted, parsed(approval_changed(change))) == reasons
+
+
+@pytest.mark.parametrize("change", [c for _, c in APPROVAL_TIGHTENING], ids=[i for i, _ in APPROVAL_TIGHTENING])
+def test_an_edit_that_keeps_or_tightens_an_approval_lowers_nothing(change) -> None:
+    current = parsed(approval_changed(change))
+    assert current.problems == []
+
+    assert lowerings(parsed(APPROVED), current) == []
+
+
+def test_an_expires_left_out_is_the_default_ten_minutes() -> None:
+    shorter = approval_changed(lambda d: approval(d).update(expires="5m"))
+    left_out = approval_changed(lambda d: approval(d).pop("expires"))
+
+    assert lowerings(parsed(shorter), parsed(left_out)) == [
+        "workflow 'force-push' made its approval last longer: 5m → 10m"
+    ]
+
+
+def test_giving_a_prerequisite_workflow_an_approval_tightens_it() -> None:
+    data = changed(lambda d: entry(d).update(approval={"expires": "10m"}))
+
+    assert lowerings(parsed(TRUSTED), parsed(data)) == []
+
+
 # --- in force -----------------------------------------------------------------------------------------------------
 
 
@@ -145,6 +274,28 @@ def test_a_tightening_edit_applies_at_once(root: Path, project: Project) -> None
     trust_project(project)
     write(root, changed(lambda d: d["schema-first"].update(enabled=True)))
     assert Workflows(project).current().workflows["schema-first"].enabled
+
+
+def test_removing_an_approval_waits_for_a_persons_trust(root: Path, project: Project) -> None:
+    write(root, APPROVED)
+    trust_project(project)
+    workflows = Workflows(project)
+    write(root, approval_changed(look_first_instead))
+
+    waiting = workflows.current()
+
+    assert waiting.workflows["force-push"].approval is not None
+    assert any("no longer needs a person's approval" in w for w in waiting.warnings()), waiting.warnings()
+    trust_project(project)
+    assert workflows.current().workflows["force-push"].approval is None
+
+
+def test_shortening_an_approval_applies_at_once(root: Path, project: Project) -> None:
+    write(root, APPROVED)
+    trust_project(project)
+    write(root, approval_changed(lambda d: approval(d).update(expires="1m")))
+
+    assert Workflows(project).current().workflows["force-push"].approval.expires == 60.0
 
 
 # --- what the agent meets ---------------------------------------------------------------------------------------

@@ -1,15 +1,18 @@
 """What an edit of workflows.json (or the tool cache) loosens of the gates a person trusted, in words.
 
 A trusted, enabled workflow loses its gate when it is removed (or broken), disabled, its mode weakened, a trigger
-dropped, a required prerequisite removed, made optional, re-pointed (other arguments) or moved later in the order,
-or a tool it triggers on by category leaves that category. A new workflow, a stronger mode, more triggers or more
-prerequisites tighten, and apply at once. Stdlib only: the hook decides this on its path.
+dropped (a tool name or a shell rule such as `Bash(git push --force:*)`), a required prerequisite removed, made
+optional, re-pointed (other arguments) or moved later in the order, its approval removed or made to last longer,
+or a tool it triggers on by category leaves that category. A new workflow, a stronger mode, more triggers, more
+prerequisites, an approval added or made shorter tighten, and apply at once; a reworded prompt changes no gate.
+Stdlib only: the hook decides this on its path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .commands import is_rule
 from .workflows import Workflow, WorkflowSet
 
 # Weakest first: a workflow moved left on this list lowers its gate.
@@ -39,9 +42,12 @@ def _loosened(then: Workflow, now: Workflow) -> Iterator[str]:
         yield f"weakened from {then.mode} to {now.mode}"
     if then.category and (now.category or "").lower() != then.category.lower():
         yield f"no longer triggered by category {then.category!r}"
-    yield from (f"no longer triggered by tool {t!r}" for t in _missing(then.tools, now.tools))
+    plain_then, plain_now = (tuple(t for t in w.tools if not is_rule(t)) for w in (then, now))
+    yield from (f"no longer triggered by tool {t!r}" for t in _missing(plain_then, plain_now))
+    yield from _rules_dropped(then, now)
     yield from (f"no longer triggered by keyword {k!r}" for k in _missing(then.keywords, now.keywords))
     yield from _prerequisites_loosened(then, now)
+    yield from _approval_loosened(then, now)
 
 
 def _prerequisites_loosened(then: Workflow, now: Workflow) -> Iterator[str]:
@@ -59,6 +65,27 @@ def _prerequisites_loosened(then: Workflow, now: Workflow) -> Iterator[str]:
     wanted = [p.tool.lower() for p in required]
     if then.mode == "enforce" and [t for t in kept if t in wanted] != [t for t in wanted if t in kept]:
         yield "reordered its required prerequisites"
+
+
+def _rules_dropped(then: Workflow, now: Workflow) -> Iterator[str]:
+    """A shell rule gone from the triggers. Rules are compared as parsed, case-sensitively like their words when
+    matched: respacing or requoting one changes nothing, `Bash(git push -F:*)` for `Bash(git push -f:*)` drops it."""
+    kept = {(r.words, r.prefix) for r in now.commands}
+    yield from (
+        f"no longer triggered by command rule {r.raw!r}" for r in then.commands if (r.words, r.prefix) not in kept
+    )
+
+
+def _approval_loosened(then: Workflow, now: Workflow) -> Iterator[str]:
+    if then.approval is None:
+        return
+    if now.approval is None:
+        yield "no longer needs a person's approval"
+    elif now.approval.expires > then.approval.expires:
+        from ..durations import format_duration  # only here: the hook's path imports no more than it must
+
+        was, becomes = format_duration(then.approval.expires), format_duration(now.approval.expires)
+        yield f"made its approval last longer: {was} → {becomes}"
 
 
 def _categories_dropped(

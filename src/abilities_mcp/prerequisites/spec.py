@@ -6,6 +6,7 @@ gives for a file that works but says less than it should (`check_warnings`).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -14,18 +15,34 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainValidator,
     RootModel,
     StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
+    WithJsonSchema,
+    model_validator,
 )
 
-from ..errors import Diagnostic
-from ..explain import Format, explain
+from ..durations import format_duration
+from ..errors import Diagnostic, did_you_mean
+from ..explain import Format, explain, short
 from ..state.project import GATEWAY_FILE
+from .commands import is_rule, rule_of
 from .names import MCP_PREFIX, SEPARATOR, wanted
-from .workflows import META_KEYS, cycle_problems, meta_problems, parse_workflow, read_json
+from .workflows import (
+    DEFAULT_APPROVAL_SECONDS,
+    MAX_APPROVAL_SECONDS,
+    META_KEYS,
+    PROMPT_FIELD,
+    PROMPT_FIELDS,
+    approval_seconds,
+    cycle_problems,
+    meta_problems,
+    parse_workflow,
+    read_json,
+)
 
 
 def _not_blank(value: str) -> str:
@@ -38,6 +55,71 @@ def _not_blank(value: str) -> str:
 Text = Annotated[StrictStr, AfterValidator(_not_blank), Field(json_schema_extra={"pattern": r"\S"})]
 
 
+def _shell_rule(value: str) -> str:
+    rule_of(value)  # a plain tool name is None; a malformed `Bash(...)` rule raises, naming the fix
+    return value
+
+
+# A trigger tool: a tool name, or a shell rule in Claude Code's permission spelling.
+TriggerTool = Annotated[Text, AfterValidator(_shell_rule)]
+
+
+def _expires(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f'{short(value)} is not a duration; write one such as "10m", "1h30m" or a number of seconds')
+    seconds = approval_seconds(value)  # ValueError: the forms a duration takes
+    if seconds > MAX_APPROVAL_SECONDS:
+        limit = format_duration(MAX_APPROVAL_SECONDS)
+        raise ValueError(
+            f"{value!r} is longer than {limit}: a yes is for one call now, not for the days ahead; "
+            f'write {limit} or less, e.g. "10m"'
+        )
+    return value
+
+
+# A duration as abilities write them ("10m", "1h30m", "30s") or a number of seconds. The pattern and bounds tell
+# editors the shape; _expires says the rest (a zero, more than a day) in words.
+DURATION_PATTERN = r"^\s*(\d+(\.\d+)?\s*(ms|s|m|h|d)\s*)+$|^\s*\d+(\.\d+)?\s*$"
+Expires = Annotated[
+    str | int | float,
+    PlainValidator(_expires),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": DURATION_PATTERN},
+                {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_APPROVAL_SECONDS},
+            ]
+        }
+    ),
+]
+
+
+def _prompt_fields(prompt: str) -> str:
+    wrong = [f for f in PROMPT_FIELD.findall(prompt) if f not in PROMPT_FIELDS and not _argument_field(f)]
+    if wrong:
+        known = ", ".join(_braced(f) for f in PROMPT_FIELDS)
+        raise ValueError(
+            "; ".join(_not_a_field(f) for f in dict.fromkeys(wrong)) + f"; use {known} or {{{{args.NAME}}}}"
+        )
+    return prompt
+
+
+def _argument_field(field: str) -> bool:
+    return field.startswith("args.") and bool(field.removeprefix("args."))
+
+
+def _not_a_field(field: str) -> str:
+    close = did_you_mean(field, PROMPT_FIELDS)
+    return f"{_braced(field)} is not a field of the call" + (f" (did you mean {_braced(close)}?)" if close else "")
+
+
+def _braced(field: str) -> str:
+    return "{{" + field + "}}"
+
+
+Prompt = Annotated[StrictStr, AfterValidator(_prompt_fields)]
+
+
 class Triggers(BaseModel):
     """Conditions that activate this workflow (OR logic - any match triggers)."""
 
@@ -46,10 +128,12 @@ class Triggers(BaseModel):
     category: Text = Field(  # type: ignore[assignment]  # absent is fine, null is not (as the hook reads it)
         None, description="Tool belongs to this category in the tool-routing cache (.opencode/agent-skill-tools.json)"
     )
-    tools: list[Text] = Field(
+    tools: list[TriggerTool] = Field(
         default_factory=list,
         description="Tool names: bare (execute_query: that tool on any server) or with its server "
-        "(mcp__db__execute_query or db__execute_query: server db's only), matched whole",
+        "(mcp__db__execute_query or db__execute_query: server db's only), matched whole; or shell commands in "
+        "Claude Code's rule spelling, matched on the parsed command: Bash(git push --force:*) for every command "
+        "that starts with those words, Bash(npm run deploy) for that command exactly",
     )
     keywords: list[Text] = Field(
         default_factory=list,
@@ -76,16 +160,59 @@ class Prerequisite(BaseModel):
     )
 
 
-class Workflow(BaseModel):
-    """Before any trigger tool runs, the prerequisite tools must have run in this session, in step order."""
+class Approval(BaseModel):
+    """A person says yes to each call the workflow triggers, before it runs: in the client's own form, at a
+    terminal (`abilities-mcp approve CALL`) or on the run page. A yes is for that one call (same session, tool and
+    arguments), used once."""
 
     model_config = ConfigDict(extra="forbid")
+
+    expires: Expires = Field(
+        format_duration(DEFAULT_APPROVAL_SECONDS),
+        description="How long a person's yes stays usable, and how long the call waits for one: a duration "
+        f'("30s", "10m", "1h30m") or a number of seconds; at most {format_duration(MAX_APPROVAL_SECONDS)}',
+    )
+    prompt: Prompt = Field(
+        "",
+        description="What the person is asked (empty: the default wording). It may name the call: {{tool}}, "
+        "{{command}} (a shell call's command line), {{arguments}} (its arguments as JSON), {{args.NAME}} (one "
+        'argument), e.g. "Force-push {{command}}?"',
+    )
+
+
+# The one thing every workflow must have: a gate (said where the models cannot see which part is missing).
+NO_GATE = (
+    "a workflow needs prerequisites or an approval: list the tools that must run first under "
+    '"prerequisites", or add "approval": {"expires": "10m"} so a person approves each call'
+)
+
+
+class Workflow(BaseModel):
+    """Before any trigger tool runs, the prerequisite tools must have run in this session, in step order; with an
+    approval, a person says yes to each call as well (or instead)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        # Prerequisites may be left out only when there is an approval (the same rule as NO_GATE, for editors).
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["approval"]},
+                {"required": ["prerequisites"], "properties": {"prerequisites": {"minItems": 1}}},
+            ]
+        },
+    )
 
     enabled: StrictBool = Field(True, description="Whether this workflow is active")
     name: StrictStr = Field(None, description="Templates carry their name; the key is what counts")  # type: ignore
     description: Text = Field(description="Human-readable description of the workflow")
     triggers: Triggers
-    prerequisites: list[Prerequisite] = Field(min_length=1, description="Steps to execute before the main action")
+    prerequisites: list[Prerequisite] = Field(
+        default_factory=list,
+        description="Steps to execute before the main action; may be left out when the workflow has an approval",
+    )
+    approval: Approval = Field(  # type: ignore[assignment]  # absent is fine, null is not (as the hook reads it)
+        None, description="A person's yes to each call this workflow triggers, before it runs"
+    )
     mode: Literal["enforce", "warn", "suggest"] = Field(
         "enforce",
         description="enforce: deny until every required prerequisite ran; warn: ask, listing what is missing; "
@@ -93,12 +220,27 @@ class Workflow(BaseModel):
     )
     created_at: StrictStr = Field(None, description="When this workflow was created (ISO 8601)")  # type: ignore
 
+    @model_validator(mode="after")
+    def _has_a_gate(self) -> Workflow:
+        if not self.prerequisites and self.approval is None:
+            raise ValueError(NO_GATE)
+        return self
+
 
 class WorkflowsFile(RootModel[dict[str, Workflow]]):
     """workflows.json: workflows keyed by name."""
 
 
-WORKFLOW_FORMAT = Format(Workflow)
+def _special(err: dict) -> str | None:
+    if err["type"] == "model_type" and err["loc"] == ("approval",):
+        return (
+            f'must be an object such as {{"expires": "10m", "prompt": "Run {{{{command}}}}?"}} (got '
+            f"{short(err['input'])}); leave approval out for a workflow no person approves"
+        )
+    return None
+
+
+WORKFLOW_FORMAT = Format(Workflow, special=_special)
 
 
 def json_schema() -> dict[str, Any]:
@@ -138,20 +280,39 @@ def _check_entry(path: Path, name: str, entry: Any) -> list[Diagnostic]:
     return meaning  # what the schema cannot say: no triggers, a step twice ...
 
 
+# A trigger in the spelling of a client's permission rule, `Tool(...)`: only `Bash(...)` is read as a rule.
+LOOKS_LIKE_A_RULE = re.compile(r"\s*\w+\s*\(")
+
+
 def check_warnings(path: Path) -> list[Diagnostic]:
-    """What a workflows.json that works should still say otherwise: a trigger or prerequisite naming a server the
-    way a client calls it (`mcp__db__read_query`) when gateway.json now puts that server behind this server's
-    gateway, where its tools are called `db__read_query` and the gateway gates them."""
+    """What a workflows.json that works should still say otherwise: a trigger written like a rule that is read as a
+    tool name (`Bash(git push:*` unclosed, `Read(./.env)`), so it matches no call; a trigger or prerequisite naming a
+    server the way a client calls it (`mcp__db__read_query`) when gateway.json now puts that server behind this
+    server's gateway, where its tools are called `db__read_query` and the gateway gates them."""
     data, problems = read_json(path)
+    if problems or not isinstance(data, dict):
+        return []
+    named = _named_tools(data)
+    found = [
+        Diagnostic(str(path), where, _not_a_rule(tool))
+        for where, tool in named
+        if ".triggers." in where and LOOKS_LIKE_A_RULE.match(tool) and not is_rule(tool)
+    ]
     servers, _ = read_json(path.parent / GATEWAY_FILE)
     upstreams = servers.get("mcpServers") if isinstance(servers, dict) else None
-    if problems or not isinstance(data, dict) or not isinstance(upstreams, dict):
-        return []
-    return [
+    return found + [
         Diagnostic(str(path), where, _behind_gateway(tool))
-        for where, tool in _named_tools(data)
-        if tool.lower().startswith(MCP_PREFIX) and wanted(tool).server in upstreams
+        for where, tool in named
+        if isinstance(upstreams, dict) and tool.lower().startswith(MCP_PREFIX) and wanted(tool).server in upstreams
     ]
+
+
+def _not_a_rule(tool: str) -> str:
+    return (
+        f"{tool!r} is read as a tool name, not a rule, so it matches no call: the only rules read here are shell "
+        "rules, written exactly Bash(PREFIX:*) or Bash(COMMAND) (capital B, closing parenthesis), as in "
+        "'Bash(git push --force:*)'; to gate every call of a tool, name the tool alone"
+    )
 
 
 def _named_tools(data: dict[str, Any]) -> list[tuple[str, str]]:

@@ -1,6 +1,7 @@
 """The built-in workflow templates (`abilities-mcp workflows add --template NAME`): skill-manager's, as written, and
-fitted to the tools a project's upstreams offer (the tool cache) when it has tools of the template's category: a
-workflow whose prerequisite no upstream has could never be met, and every call it gates would be refused."""
+this project's own; fitted to the tools a project's upstreams offer (the tool cache) when it has tools of the
+template's category: a workflow whose prerequisite no upstream has could never be met, and every call it gates would
+be refused. A template with no category (dangerous-commands: shell rules and a person's approval) is never fitted."""
 
 from __future__ import annotations
 
@@ -95,6 +96,27 @@ TEMPLATES: dict[str, dict[str, Any]] = {
         ],
         "mode": "suggest",
     },
+    # This project's own: a person's yes before each command that destroys what it cannot give back (issue 31).
+    "dangerous-commands": {
+        "name": "dangerous-commands",
+        "description": "A person approves each destructive command before it runs",
+        "triggers": {
+            "tools": [
+                "Bash(git push --force:*)",
+                "Bash(git push -f:*)",
+                "Bash(git reset --hard:*)",
+                "Bash(git clean -fdx:*)",
+                "Bash(rm -rf:*)",
+                "Bash(terraform apply:*)",
+                "Bash(terraform destroy:*)",
+                "Bash(kubectl delete:*)",
+                "Bash(helm uninstall:*)",
+                "Bash(dropdb:*)",
+            ],
+        },
+        "approval": {"expires": "10m", "prompt": "Run {{command}}?"},
+        "mode": "enforce",
+    },
 }
 
 # What other servers call a template's prerequisites (mcp-server-sqlite's describe_table is the database template's
@@ -124,7 +146,7 @@ def fit(template: dict[str, Any], categories: Mapping[str, frozenset[str]]) -> F
     entry = json.loads(json.dumps(template))
     category = str(entry.get("triggers", {}).get("category", "")).lower()
     tools = sorted({wanted(t).tool for t, names in categories.items() if category and category in names})
-    if not tools:
+    if not tools or not entry.get("prerequisites"):  # nothing to fit (a person's approval is no upstream's tool)
         return Fitted(entry, [], [])
     kept, notes = [], []
     for step in entry["prerequisites"]:
