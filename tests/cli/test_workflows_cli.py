@@ -578,7 +578,7 @@ def test_validate_prints_each_workflow_error_under_the_files_error_line(folder: 
 # --- workflows list ---------------------------------------------------------------------------------------------
 
 
-def test_workflows_list_on_the_repo_shows_the_four_templates_with_modes_and_chains() -> None:
+def test_workflows_list_on_the_repo_shows_the_templates_with_modes_chains_and_approvals() -> None:
     result = cli(REPO, "workflows", "list")
 
     assert result.returncode == 0, result.stderr
@@ -590,6 +590,7 @@ def test_workflows_list_on_the_repo_shows_the_four_templates_with_modes_and_chai
         "browser-safe-interaction": "enforce",
         "github-pr-review": "warn",
         "graphql-schema-aware": "suggest",
+        "dangerous-commands": "enforce",
     }
     at = next(i for i, line in enumerate(lines) if line.startswith("  database-safe-query "))
     assert lines[at + 1] == (
@@ -598,9 +599,12 @@ def test_workflows_list_on_the_repo_shows_the_four_templates_with_modes_and_chai
     )
     assert lines[at + 2] == "    first list_databases -> list_tables -> inspect_table -> [get_indexes]"
     assert "    first get_schema -> [filter_types]" in lines
+    at = next(i for i, line in enumerate(lines) if line.startswith("  dangerous-commands "))
+    assert lines[at].endswith("[disabled]") and "Bash(git push --force:*)" in lines[at + 1]
+    assert lines[at + 2] == "    asks  a person, each call (a yes lasts 10 min): Run {{command}}?"
 
 
-def test_workflows_list_json_on_the_repo_has_four_workflows_with_prerequisites_in_step_order() -> None:
+def test_workflows_list_json_on_the_repo_has_the_templates_with_prerequisites_in_step_order() -> None:
     result = cli(REPO, "workflows", "list", "--json")
 
     assert result.returncode == 0, result.stderr

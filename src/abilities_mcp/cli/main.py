@@ -325,14 +325,17 @@ def status(project: Project, args: argparse.Namespace) -> int:
 def history(project: Project, args: argparse.Namespace) -> int:
     """Print recent runs, newest first."""
     from ..engine.recovery import recover_orphans
+    from ..prerequisites.approvals import CallApprovals, describe
     from ..server.views import history_view
     from ..state.store import Store
+    from .inert import inert
 
     store = Store(project.state_db)
     recover_orphans(store)
     records = store.runs(limit=args.limit)
+    calls = CallApprovals(store).listed(limit=args.limit)
     if args.json:  # the ability_history tool's shape, as `status --json` prints ability_status's
-        print(history_view(records).model_dump_json(indent=2))
+        print(history_view(records, calls).model_dump_json(indent=2))
         return 0
     if not records:
         print("No runs yet. Start one with `abilities-mcp run NAME` (`abilities-mcp list` shows the abilities).")
@@ -341,6 +344,11 @@ def history(project: Project, args: argparse.Namespace) -> int:
         print(f"{r.run_id}  {r.status:12} {r.ability:28} {r.started_at}  {r.finished_at or ''}")
         for answer in record.answers:  # who let the run on, and from where
             print(f"    answered {answer['step_id']}: {answer['detail']}")
+    if calls:
+        print("\nCalls held for a person's approval (newest first):")
+    for call in calls:  # the call as the agent sent it: inert, and its first line only
+        first = inert((call.shown.splitlines() or [""])[0])
+        print(f"{call.call_id}  {call.state():9} {call.tool}: {first}\n    {describe(call)}")
     return 0
 
 
@@ -396,8 +404,19 @@ def events(project: Project, args: argparse.Namespace) -> int:
 
 
 def approve(project: Project, args: argparse.Namespace) -> int:
-    """A person approves (or rejects) the step a run waits on; refused unless typed at a terminal."""
+    """A person approves (or rejects) the step a run waits on, or one tool call a workflow holds for them (`call_…`);
+    refused unless typed at a terminal. With nothing named: what waits for a person."""
+    from ..prerequisites.approvals import ID_PREFIX
+
+    if args.run_id is None:  # nothing named: what waits for a person
+        from .calls import waiting
+
+        return waiting(project)
     _isolated()
+    if args.run_id.startswith(ID_PREFIX):  # a person's yes to one tool call a workflow holds
+        from .calls import answer_call
+
+        return answer_call(project, args.run_id, args.reject, args.note)
     from .terminal import answer_command
 
     wanted = "reject" if args.reject else "approve"
@@ -551,6 +570,7 @@ def workflows(project: Project, args: argparse.Namespace) -> int:
 def _list_workflows(project: Project, as_json: bool) -> int:
     from ..prerequisites.in_force import Workflows
     from ..server.views import workflow_list_view
+    from .inert import inert
 
     view = workflow_list_view(Workflows(project).current())
     if as_json:
@@ -562,7 +582,11 @@ def _list_workflows(project: Project, as_json: bool) -> int:
         triggers = "; ".join(f"{k}: {v if isinstance(v, str) else ', '.join(v)}" for k, v in w.triggers.items())
         print(f"    when  {triggers}")
         chain = " -> ".join(p.tool if p.required else f"[{p.tool}]" for p in w.prerequisites)
-        print(f"    first {chain}")
+        if chain:
+            print(f"    first {chain}")
+        if w.approval is not None:  # the prompt is the project's own text, shown as written but inert
+            asks = f": {inert(w.approval.prompt)}" if w.approval.prompt else ""
+            print(f"    asks  a person, each call (a yes lasts {w.approval.expires / 60:g} min){asks}")
     for problem in view.problems:
         print(f"problem: {problem}", file=sys.stderr)
     if not view.workflows and view.problems:

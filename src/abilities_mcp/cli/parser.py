@@ -74,8 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("history", parents=[common], help="list recent runs")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--json", action="store_true", help="what the ability_history tool returns")
-    p = sub.add_parser("approve", parents=[common], help="approve the step a run waits on (at a terminal only)")
-    p.add_argument("run_id")
+    p = sub.add_parser(
+        "approve", parents=[common], help="approve the step a run waits on, or one tool call (at a terminal only)"
+    )
+    p.add_argument(
+        "run_id",
+        nargs="?",
+        metavar="RUN_OR_CALL",
+        help="the run (run_…) or the call approval (call_…) to answer; none: list what waits for a person",
+    )
     p.add_argument("--reject", action="store_true", help="reject instead")
     p.add_argument("--choice", help="the option value to answer with, for approvals with options")
     p.add_argument("--step", help="the step asked about (default: whichever the run waits on)")
@@ -185,7 +192,7 @@ def _workflow_parsers(sub, common: argparse.ArgumentParser) -> None:
     s = actions.add_parser("list", parents=[common], help="every workflow: triggers, prerequisites, mode")
     s.add_argument("--json", action="store_true")
     s = actions.add_parser("add", parents=[common], help="add a built-in template")
-    s.add_argument("--template", required=True, help="database, browser, github-pr or graphql")
+    s.add_argument("--template", required=True, help="database, browser, github-pr, graphql or dangerous-commands")
     s.add_argument("--name", help="the workflow's name (default: the template's own)")
     for action, text in (("enable", "turn on"), ("disable", "turn off (kept in the file)"), ("remove", "delete")):
         s = actions.add_parser(action, parents=[common], help=f"{text} a workflow")

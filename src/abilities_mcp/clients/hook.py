@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
+from ..prerequisites.approvals import asking
 from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
 from ..prerequisites.in_force import workflows_in_force
 from ..prerequisites.names import MCP_PREFIX, SEPARATOR, UNKNOWN_SERVER, Name, called, opencode, same, through
@@ -355,8 +356,8 @@ HOOKS_SEE = Observer(hooks=True)
 
 def _workflow_answer(hook: Hook, tool: Name) -> Answer:
     """workflows.json for this tool: deny for enforce, ask (or tell) for warn, tell for suggest."""
-    found = hook.workflows
-    unrecorded = check(found, tool, "", {})
+    found, arguments = hook.workflows, hook.call.arguments
+    unrecorded = check(found, tool, "", {}, arguments=arguments)
     if not unrecorded.matched:
         return Answer()  # no workflow triggers on this tool: no state needed
     try:
@@ -368,14 +369,49 @@ def _workflow_answer(hook: Hook, tool: Name) -> Answer:
                 f"and {hook.project.state_db} cannot be read ({exc}). Fix or move the file, then try again."
             ) from exc
         raise
-    result = check(found, tool, "", done, how=RECORDED_BY_HOOK, observer=HOOKS_SEE)
+    result = check(found, tool, "", done, how=RECORDED_BY_HOOK, observer=HOOKS_SEE, arguments=arguments)
     text = "\n".join([f"abilities-mcp: {result.message}", *found.pending])  # an edit waiting for trust, named
     if result.verdict == "deny":
         return Answer(deny=text)
+    wanting = asking(result.matched)
+    if wanting:
+        return _call_approval(hook, tool, wanting, result.verdict, found.pending)
     if result.verdict == "warn":
         asks = hook.call.client in ASKING_CLIENTS and hook.call.permission_mode in ASKING_MODES
         return Answer(ask=text, context=text) if asks else Answer(context=text)
     return Answer(context=text) if result.verdict == "suggest" else Answer()
+
+
+def _call_approval(hook: Hook, tool: Name, wanting: list[Any], verdict: str, pending: list[str]) -> Answer:
+    """A call workflows want a person's yes for: under enforce, the yes a person gave this exact call is used up and
+    the call goes on, else the request is left for them and the call refused; under warn, the person is asked
+    where the client asks, and the model told elsewhere; under suggest, the model is told."""
+    from ..prerequisites.approvals import CallApprovals, refusal, request_for
+
+    enforced = [m for m in wanting if m.workflow.mode == "enforce"]
+    if not enforced:
+        names = ", ".join(repr(m.workflow.name) for m in wanting)
+        text = f"abilities-mcp: workflow {names} wants a person's approval for this call; ask the user first."
+        asks = hook.call.client in ASKING_CLIENTS and hook.call.permission_mode in ASKING_MODES
+        if any(m.workflow.mode == "warn" for m in wanting) or verdict == "warn":
+            return Answer(ask=text, context=text) if asks else Answer(context=text)
+        return Answer(context=text)
+    request = request_for(tool.raw, hook.call.arguments, enforced)
+    try:
+        approvals = CallApprovals(hook.database())
+        taken = approvals.take(hook.call.session_id, request)
+        if taken is not None:
+            return Answer(
+                context=f"abilities-mcp: this call was approved by {taken.answered_by} ({taken.channel}, "
+                f"{taken.call_id}); the approval is used now: the same call again needs another."
+            )
+        asked = approvals.ask(hook.call.session_id, hook.call.client, request)
+    except (sqlite3.Error, OSError, RuntimeError) as exc:
+        raise StateUnreadable(
+            f"abilities-mcp: {tool.raw} refused: it needs a person's approval, and {hook.project.state_db} cannot be "
+            f"read ({exc}). Fix or move the file, then try again."
+        ) from exc
+    return Answer(deny="\n".join([f"abilities-mcp: {refusal(asked)}", *pending]))
 
 
 def after(hook: Hook) -> Answer:

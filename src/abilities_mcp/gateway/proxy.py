@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from mcp_types import CallToolResult, TextContent
 
 from ..errors import AbilitiesError, NextCall, Refused
+from ..prerequisites.approvals import CallApprovals, asking
 from ..prerequisites.gates import Check, Matched, Observer, check, tool_matches
 from ..prerequisites.in_force import Workflows
 from ..prerequisites.names import Name, same, wanted
@@ -28,6 +29,7 @@ from ..state.claims import observed
 from .arguments import Unfilled, fill, schema_problems
 from .config import Gateway, GatewayConfig
 from .directory import Entry, Listing, UnknownTool, discover, discover_now, resolve, split
+from .person import Ask, person_says_yes
 from .upstreams import Progress, Started, UpstreamError, Upstreams
 
 # A prerequisite the gateway runs is tried this many times before the workflow is aborted (the seed's rule).
@@ -116,13 +118,17 @@ class Proxy:
         session_id: str,
         attempts: int = 1,
         progress: Progress | None = None,
+        ask: Ask | None = None,
+        form_first: bool = False,
     ) -> Outcome:
         """Call an upstream tool through the gates. Raises (each an AbilitiesError): UnknownTool, UpstreamUnavailable,
         BadArguments, Refused, PrerequisiteFailed, UpstreamError.
 
         `attempts` > 1: a read-only tool (the upstream's readOnlyHint) whose call fails (an error result, a timeout,
         a dead connection) is sent again, up to that many times in all; any other tool is sent once. `progress`
-        gets the upstream's progress notifications for the main call (not for the prerequisites)."""
+        gets the upstream's progress notifications for the main call (not for the prerequisites). A call a workflow
+        holds for a person's yes waits for it (gateway/person.py: `ask` shows the client's form; `form_first` raises
+        FormFirst for a 2026-era client to show it first), and is Refused without it."""
         listing = await self.listing(name)
         server = split(name, self.config)[0]
         if server in listing.failed:
@@ -132,19 +138,24 @@ class Proxy:
         if problems:
             raise BadArguments(_bad_arguments(entry, problems))
         found = self.workflows.current()
-        first = self._gate(found, entry, session_id, listing)
+        first = self._gate(found, entry, session_id, listing, arguments)
         ran: list[Ran] = []
         after = first
         if first.verdict == "deny":
             plan = await self._plan(first, entry, arguments, listing)
             ran = [await self._run(step, session_id, listing) for step in plan]
-            after = self._gate(found, entry, session_id, listing)
+            after = self._gate(found, entry, session_id, listing, arguments)
         if after.verdict == "deny":  # only if the records were cleared meanwhile; whatever the cause, never send
             raise Refused(f"{entry.qualified!r} is still gated: {after.message}", "prerequisites missing")
+        approvals = CallApprovals(self.sessions.store)
+        said = await person_says_yes(
+            approvals, after.matched, entry.qualified, arguments, session_id, ask, progress, form_first
+        )
         result, sent = await self._main_call(entry, arguments, attempts if entry.read_only else 1, progress)
         if not result.is_error and _is_prerequisite(found, gated(entry)):  # else there is nothing to record
             self._record(session_id, found, entry, result, listing)
-        return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + self._notes(found)), sent)
+        notes = [f"approved by {said.answered_by} ({said.channel}, {said.call_id}), used by this call"] if said else []
+        return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + notes + self._notes(found)), sent)
 
     def call_now(
         self, name: str, arguments: dict[str, Any], session_id: str, done: Finished, progress: Progress | None = None
@@ -164,8 +175,8 @@ class Proxy:
         if schema_problems(entry.input_schema, arguments):
             return None
         found = self.workflows.current()
-        first = self._gate(found, entry, session_id, listing)
-        if first.verdict == "deny":
+        first = self._gate(found, entry, session_id, listing, arguments)
+        if first.verdict == "deny" or asking(first.matched):  # prerequisites to run, or a person to wait for
             return None
         gate = Gate(first.verdict, [], _warnings(first) + self._notes(found))
 
@@ -179,13 +190,16 @@ class Proxy:
             entry.name, arguments, lambda result: done(lambda: outcome(result())), progress
         )
 
-    def _gate(self, found: WorkflowSet, entry: Entry, session_id: str, listing: Listing) -> Check:
+    def _gate(
+        self, found: WorkflowSet, entry: Entry, session_id: str, listing: Listing, arguments: dict[str, Any]
+    ) -> Check:
         """Every workflow's verdict for calling `entry` in this session; the records are read only when a workflow
         is triggered (most calls trigger none), and count only where the gateway (or a hook) saw them run."""
-        unrecorded = check(found, gated(entry), "", {})
+        unrecorded = check(found, gated(entry), "", {}, arguments=arguments)
         if not unrecorded.matched:
             return unrecorded
-        return check(found, gated(entry), "", self.sessions.done(session_id), observer=self._seen(session_id, listing))
+        done = self.sessions.done(session_id)
+        return check(found, gated(entry), "", done, observer=self._seen(session_id, listing), arguments=arguments)
 
     def _seen(self, session_id: str, listing: Listing | None = None) -> Observer:
         """Who sees this session's calls: the gateway its upstreams' (those `listing` lists: only the tools they

@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..phrases import phrase
+from .commands import matching_rules, shell_command
 from .names import UNKNOWN_SERVER, Name, called, matches, same, wanted
 from .workflows import Prerequisite, Workflow, WorkflowSet
 
@@ -103,10 +104,22 @@ def categories_of(tool: str | Name, categories: dict[str, frozenset[str]]) -> se
     return {c for tool_id, names in categories.items() if matches(name, wanted(tool_id), trigger=True) for c in names}
 
 
-def triggers(workflow: Workflow, tool: str | Name, task: str, categories: dict[str, frozenset[str]]) -> list[str]:
-    """Why a call triggers this workflow (empty: it does not). Triggers are OR'ed."""
+def triggers(
+    workflow: Workflow,
+    tool: str | Name,
+    task: str,
+    categories: dict[str, frozenset[str]],
+    arguments: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """Why a call triggers this workflow (empty: it does not). Triggers are OR'ed. A shell rule
+    (`Bash(git push --force:*)`) triggers on a call of the client's shell tool whose command line it matches
+    (`arguments`: the call's; without them no rule can match)."""
     name = name_of(tool)
     reasons = [f"tool {t}" for t in workflow.tools if name.raw and matches(name, wanted(t), trigger=True)]
+    if workflow.commands and arguments and not name.server:
+        command = shell_command(name.tool, arguments)
+        if command is not None:
+            reasons += [f"command rule {r.raw}" for r in matching_rules(workflow.commands, command)]
     if workflow.category and name.raw and workflow.category.lower() in categories_of(name, categories):
         reasons.append(f"category {workflow.category}")
     text = task[:MAX_TASK_CHARS]
@@ -163,15 +176,17 @@ def check(
     done: Done,
     how: str = RECORD_YOURSELF,
     observer: Observer = NOBODY,
+    arguments: Mapping[str, Any] | None = None,
 ) -> Check:
     """The verdict for calling `tool` (for `task`) given what this session has recorded; `observer`: who sees which
-    calls run, so that a self-report of those does not count."""
+    calls run, so that a self-report of those does not count; `arguments`: the call's, for shell rules. A workflow
+    with an approval is allowed here once its prerequisites are done: the person's yes is approvals.py's to ask."""
     name = name_of(tool)
     matched = []
     for workflow in workflows.enabled():
         if any(matches(name, wanted(p.tool)) for p in workflow.prerequisites):
             continue  # a workflow never gates its own prerequisites: that would lock it
-        reasons = triggers(workflow, name, task, workflows.categories)
+        reasons = triggers(workflow, name, task, workflows.categories, arguments)
         if reasons:
             recorded = satisfied(workflow, done.get(workflow.name, {}), name, observer)
             matched.append(standing(workflow, reasons, recorded))
@@ -238,6 +253,8 @@ def message(verdict: str, tool: str, matched: list[Matched], how: str = RECORD_Y
         if m.missing:
             steps = ", ".join(f"{p.tool} (step {p.step}: {p.description})" for p in m.missing)
             lines.append(f"- {w.name} ({w.mode}, {m.verdict}; matched by {why}) needs: {steps}.")
+        elif w.approval is not None:
+            lines.append(f"- {w.name} ({w.mode}; matched by {why}): each such call needs a person's approval.")
         else:
             lines.append(f"- {w.name} ({w.mode}; matched by {why}): all required steps done.")
         if m.optional:

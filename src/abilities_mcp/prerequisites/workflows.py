@@ -9,15 +9,25 @@ to the same verdicts). Also here: the built-in templates and the tool-routing ca
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import Diagnostic, did_you_mean
 from ..files import Unreadable, read_bytes
+from .commands import ShellRule, rule_of
 
 MODES = ("enforce", "warn", "suggest")
-WORKFLOW_KEYS = {"enabled", "name", "description", "triggers", "prerequisites", "mode", "created_at"}
+WORKFLOW_KEYS = {"enabled", "name", "description", "triggers", "prerequisites", "mode", "created_at", "approval"}
+APPROVAL_KEYS = {"expires", "prompt"}
+# How long a person's yes to one call stays usable, and how long a request for one waits (approval.expires).
+DEFAULT_APPROVAL_SECONDS = 600.0
+MAX_APPROVAL_SECONDS = 86_400.0
+# What an approval's prompt may name of the call: {{tool}}, {{command}} (a shell call's command line),
+# {{arguments}} (the call's arguments as JSON) and {{args.NAME}} (one argument).
+PROMPT_FIELD = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+PROMPT_FIELDS = ("tool", "command", "arguments")
 TRIGGER_KEYS = {"category", "tools", "keywords"}
 PREREQUISITE_KEYS = {"step", "tool", "description", "required", "params", "arguments"}
 # Top-level keys that are not workflows: editors point "$schema" at `abilities-mcp schema workflows`.
@@ -41,8 +51,16 @@ class Prerequisite(NamedTuple):
     arguments: dict[str, Any] = {}  # a NamedTuple default: shared, never mutated
 
 
+class Approval(NamedTuple):
+    """A person's yes that each call the workflow triggers needs (`approval` in workflows.json)."""
+
+    expires: float  # seconds a yes stays usable, and a request waits for one
+    prompt: str  # what the person is asked; "" for the default wording
+
+
 class Workflow(NamedTuple):
-    """One entry of workflows.json, read and checked; prerequisites in step order."""
+    """One entry of workflows.json, read and checked; prerequisites in step order (none for a workflow whose gate is
+    a person's approval alone)."""
 
     name: str
     description: str
@@ -53,6 +71,8 @@ class Workflow(NamedTuple):
     keywords: tuple[str, ...]
     prerequisites: tuple[Prerequisite, ...]
     source: str  # the file it came from
+    approval: Approval | None = None  # each call it triggers needs a person's yes
+    commands: tuple[ShellRule, ...] = ()  # the shell rules among `tools` (`Bash(git push --force:*)`), parsed
 
     def prerequisite(self, step: int) -> Prerequisite:
         return next(p for p in self.prerequisites if p.step == step)
@@ -235,7 +255,7 @@ def parse_workflow(name: str, entry: Any, source: str, key: str = "") -> tuple[W
                     p.get("params") or {},
                     p.get("arguments") or {},
                 )
-                for p in entry["prerequisites"]
+                for p in entry.get("prerequisites") or ()
             ),
             key=lambda p: p.step,
         )
@@ -250,6 +270,8 @@ def parse_workflow(name: str, entry: Any, source: str, key: str = "") -> tuple[W
         keywords=tuple(triggers.get("keywords", ())),
         prerequisites=prerequisites,
         source=source,
+        approval=_approval(entry.get("approval")),
+        commands=tuple(r for t in triggers.get("tools", ()) if (r := rule_of(t)) is not None),
     )
     problems = [Diagnostic(source, f"{where}{p}", m) for p, m in meaning_problems(workflow)]
     return (None if problems else workflow), problems
@@ -262,7 +284,8 @@ def _structure_problems(name: str, entry: Any) -> Iterator[tuple[str, str]]:
     if not isinstance(entry, dict):
         yield "", "must be an object with description, triggers and prerequisites"
         return
-    yield from _keys("", entry, WORKFLOW_KEYS, ("description", "triggers", "prerequisites"))
+    approval = "approval" in entry
+    yield from _keys("", entry, WORKFLOW_KEYS, ("description", "triggers") + (() if approval else ("prerequisites",)))
     for key, kind in (("enabled", bool), ("name", str), ("created_at", str)):
         if key in entry and not isinstance(entry[key], kind):
             yield f".{key}", f"must be a {kind.__name__}"
@@ -273,9 +296,16 @@ def _structure_problems(name: str, entry: Any) -> Iterator[tuple[str, str]]:
     if entry.get("mode", "enforce") not in MODES:
         yield ".mode", f"must be one of {', '.join(MODES)}"
     yield from _trigger_problems(entry.get("triggers", {}))
+    if approval:
+        yield from _approval_problems(entry["approval"])
     prerequisites = entry.get("prerequisites", [])
-    if not isinstance(prerequisites, list) or not prerequisites:
-        yield ".prerequisites", "must be a non-empty list of steps"
+    if not isinstance(prerequisites, list) or not (prerequisites or approval):
+        why = (
+            "must be a list of steps"
+            if approval
+            else "must be a non-empty list of steps (or give the workflow an approval)"
+        )
+        yield ".prerequisites", why
         return
     for i, item in enumerate(prerequisites):
         yield from _prerequisite_problems(f".prerequisites[{i}]", item)
@@ -292,6 +322,51 @@ def _trigger_problems(triggers: Any) -> Iterator[tuple[str, str]]:
         value = triggers.get(key, [])
         if not isinstance(value, list) or not all(_text(v) for v in value):
             yield f".triggers.{key}", "must be a list of non-empty strings"
+        elif key == "tools":
+            for i, tool in enumerate(value):
+                try:
+                    rule_of(tool)
+                except ValueError as exc:
+                    yield f".triggers.tools[{i}]", str(exc)
+
+
+def _approval_problems(approval: Any) -> Iterator[tuple[str, str]]:
+    if not isinstance(approval, dict):
+        yield ".approval", 'must be an object, e.g. {"expires": "10m", "prompt": "Force-push {{command}}?"}'
+        return
+    yield from _keys(".approval", approval, APPROVAL_KEYS, ())
+    if "expires" in approval:
+        try:
+            seconds = approval_seconds(approval["expires"])
+        except ValueError as exc:
+            yield ".approval.expires", str(exc)
+        else:
+            if seconds > MAX_APPROVAL_SECONDS:
+                yield ".approval.expires", "must be at most 24h: a yes is for one call now, not for the days ahead"
+    prompt = approval.get("prompt", "")
+    if not isinstance(prompt, str):
+        yield ".approval.prompt", "must be a string"
+        return
+    for field in PROMPT_FIELD.findall(prompt):
+        if field not in PROMPT_FIELDS and not (field.startswith("args.") and field[5:]):
+            known = ", ".join(f"{{{{{f}}}}}" for f in PROMPT_FIELDS)
+            yield ".approval.prompt", f"{{{{{field}}}}} is not a field of the call; use {known} or {{{{args.NAME}}}}"
+
+
+def approval_seconds(value: Any) -> float:
+    """approval.expires in seconds (a duration as abilities write them); ValueError says the accepted forms."""
+    from ..durations import parse_duration
+
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError('must be a duration such as "10m", "1h" or a number of seconds')
+    return parse_duration(value)
+
+
+def _approval(value: Any) -> Approval | None:
+    if not isinstance(value, dict):
+        return None
+    expires = approval_seconds(value["expires"]) if "expires" in value else DEFAULT_APPROVAL_SECONDS
+    return Approval(expires, value.get("prompt") or "")
 
 
 def _prerequisite_problems(where: str, item: Any) -> Iterator[tuple[str, str]]:

@@ -26,6 +26,8 @@ from ..abilities.models import DEFAULT_MAX_ATTEMPTS
 from ..abilities.triggers import Matcher, MatchList
 from ..engine.live import LiveRun
 from ..errors import AbilitiesError, NextCall, Refused
+from ..prerequisites.approvals import ID_PREFIX as CALL_ID_PREFIX
+from ..prerequisites.approvals import CallApprovals, person_command
 from ..state.store import RunRecord
 from .forms import answer_from_retry
 from .results import AbilityList, AnyJson, History, Run, ValidationReport
@@ -153,6 +155,12 @@ def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         """Relay a person's approval. Only abilities with enforcement: loose accept it; otherwise the person
         answers themselves (their client's form, or `abilities-mcp approve RUN_ID` in a terminal)."""
         session = session_of(ctx)
+        if run_id.startswith(CALL_ID_PREFIX):  # a call a workflow holds for a person: never the agent's to approve
+            raise ToolError(
+                f"Refused: {run_id} is a call approval, and only a person gives one (state: awaiting a person's "
+                f"approval). Ask the user to run `{person_command(run_id)}` at their own terminal, then make the "
+                "identical call again."
+            )
         act = partial(session.engine.relay, run_id, step_id, approved=approved, note=note)
         return await session.act_then_settle(ctx, run_id, wait_seconds, act)
 
@@ -206,7 +214,7 @@ def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         """List past and current runs, newest first."""
         session = session_of(ctx)
         session.engine.recover()  # a dead server's runs are listed as interrupted, as ability_status shows them
-        return history_view(session.store.runs(limit=limit))
+        return history_view(session.store.runs(limit=limit), CallApprovals(session.store).listed(limit=limit))
 
 
 def _refused_handback(

@@ -131,6 +131,7 @@ def create_server(
         from .gateway_tools import add_gateway_tools
 
         lane.call_through, lane.call_now = add_gateway_tools(server, gateway, catalog.workflows, session_ttl)
+        lane.asks_person = lambda: any(w.approval is not None for w in catalog.workflows.current().enabled())
         own = {tool.name for tool in server._tool_manager.list_tools()}
         lane.exposed = ExposedTools(gateway, catalog.workflows, session_ttl, own, bus)
         server._lowlevel_server.middleware.append(lane.exposed)  # no public add

@@ -23,6 +23,7 @@ from ..gateway.proxy import Outcome, Proxy
 from ..gateway.upstreams import Progress, Started
 from ..prerequisites.in_force import Workflows
 from ..prerequisites.sessions import SessionState
+from .forms import era_of, session_asker
 
 log = logging.getLogger(__name__)
 # How long tools/list waits for the exposed upstreams to list their tools: one that is slower is left out of this
@@ -122,10 +123,13 @@ class ExposedTools:
                     token, value, total, message, related_request_id=ctx.request_id
                 )
 
-        return await self.call(session, params["name"], params.get("arguments") or {}, session_id, progress)
+        sdk = ctx.session  # the client's form for a call a workflow holds for a person (handshake era)
+        era = era_of(getattr(sdk, "client_capabilities", None), getattr(ctx, "protocol_version", None))
+        ask = session_asker(sdk, ctx.request_id) if era == "legacy" and session.forms_work else None
+        return await self.call(session, params["name"], params.get("arguments") or {}, session_id, progress, ask)
 
     async def call(
-        self, session: Any, name: str, arguments: Any, session_id: str, progress: Progress | None
+        self, session: Any, name: str, arguments: Any, session_id: str, progress: Progress | None, ask: Any = None
     ) -> CallToolResult:
         """An exposed tool's call through the gates: the upstream's result as it gave it, or a refusal as an error
         result."""
@@ -134,7 +138,7 @@ class ExposedTools:
         if not isinstance(arguments, dict):
             return _refused("arguments must be a JSON object")
         try:
-            outcome = await self._proxy(session).call(name, arguments, session_id, progress=progress)
+            outcome = await self._proxy(session).call(name, arguments, session_id, progress=progress, ask=ask)
         except AbilitiesError as exc:
             return _refused(str(exc))
         return _passed_through(outcome)

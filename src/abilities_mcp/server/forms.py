@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -24,6 +24,10 @@ from ..engine.core import Engine
 from ..engine.live import LiveRun
 from ..engine.questions import Question
 from ..errors import Refused
+from ..prerequisites.approvals import CallApproval, CallApprovals, NotPending
+
+if TYPE_CHECKING:
+    from ..gateway.person import Ask
 
 log = logging.getLogger(__name__)
 # The key of our one form in an InputRequiredResult, and the first protocol version that uses them.
@@ -35,11 +39,14 @@ MAX_FORMS_PER_CALL = 8
 
 def form_era(ctx: Context) -> str | None:
     """'legacy' or 'modern' when the client can show a form; None when it declared no form elicitation."""
-    caps = ctx.client_capabilities
+    return era_of(ctx.client_capabilities, ctx.protocol_version)
+
+
+def era_of(caps: Any, version: str | None) -> str | None:
+    """form_era for a connection known by its declared capabilities and protocol version."""
     form = caps.elicitation if caps is not None else None
     if form is None or (form.form is None and form.url is not None):  # bare `elicitation: {}` means form
         return None
-    version = ctx.protocol_version or ""
     return "modern" if version and is_version_at_least(version, INPUT_REQUIRED_VERSION) else "legacy"
 
 
@@ -129,3 +136,78 @@ async def ask_by_form(engine: Engine, ctx: Context, live: LiveRun, question: Que
         except Refused:
             pass
     return "failed" not in outcome
+
+
+# --- a person's yes to one proxied call (gateway/person.py) --------------------------------------------------------
+
+CALL_FORM_KEY = "abilities_mcp_call_answer"
+_CALL_FORM = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "title": "Approve this one call", "default": False}},
+    "required": ["approve"],
+}
+
+
+def call_message(approval: CallApproval) -> str:
+    """What the form says: the workflow's question, then the call exactly as it will be sent."""
+    return (
+        f"Call approval {approval.call_id} ({', '.join(approval.workflows)}):\n\n{approval.prompt}\n\n"
+        f"The call, exactly:\n{approval.shown}\n\n(Or, at your terminal: `abilities-mcp approve {approval.call_id}`.)"
+    )
+
+
+def call_asker(ctx: Context) -> Ask | None:
+    """The handshake-era form for a call approval, when the client shows forms: yes, no, or None (cancelled, or the
+    form failed: the terminal answers then)."""
+    if form_era(ctx) != "legacy":
+        return None
+    return session_asker(ctx.session, ctx.request_id)
+
+
+def session_asker(session: Any, request_id: Any) -> Ask:
+    """The same, for a call known by its SDK session and request id (the exposed tools' middleware)."""
+
+    async def ask(approval: CallApproval) -> bool | None:
+        try:
+            result = await session.elicit_form(call_message(approval), _CALL_FORM, related_request_id=request_id)
+        except Exception as exc:  # no back channel, a broken client: the terminal answers
+            log.warning("the call approval form failed, the call waits for `abilities-mcp approve`: %r", exc)
+            return None
+        return _said(result)
+
+    return ask
+
+
+def _said(result: Any) -> bool | None:
+    if result.action == "accept" and isinstance((result.content or {}).get("approve"), bool):
+        return bool(result.content["approve"])
+    return False if result.action == "decline" else None  # cancelled: not an answer
+
+
+def call_input_required(approval: CallApproval) -> InputRequiredResult:
+    """The 2026-era form for a call approval: the client shows it and repeats the call with the answer."""
+    form = ElicitRequest(params=ElicitRequestFormParams(message=call_message(approval), requested_schema=_CALL_FORM))
+    return InputRequiredResult(
+        input_requests={CALL_FORM_KEY: form}, request_state=json.dumps({"call_approval": approval.call_id})
+    )
+
+
+def call_answer_from_retry(ctx: Context, approvals: CallApprovals) -> CallApproval | bool:
+    """Apply the answer a 2026-era client sent back with the repeated call: the request as it stands after it, or
+    True for a repeat whose form gave no answer (cancelled: the call then waits for the terminal instead of showing
+    the form again); False when the call is no such repeat."""
+    try:
+        call_id = json.loads(ctx.request_state or "")["call_approval"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    response = (ctx.input_responses or {}).get(CALL_FORM_KEY)
+    if isinstance(response, dict):
+        response = ElicitResult.model_validate(response)
+    said = _said(response) if isinstance(response, ElicitResult) else None
+    if said is None or not isinstance(call_id, str):
+        return True
+    try:
+        approvals.answer(call_id, said, "a person (the client's form)", "form", form_origin(ctx))
+    except NotPending:
+        pass  # answered at a terminal meanwhile, or lapsed: the first answer stands
+    return approvals.get(call_id) or True

@@ -14,18 +14,21 @@ from typing import Annotated, Any, Literal, NamedTuple
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ..errors import AbilitiesError
 from ..gateway import batch, cache
 from ..gateway.config import Gateway
 from ..gateway.directory import broken, search
+from ..gateway.person import Ask, FormFirst
 from ..gateway.proxy import Gate, Outcome, Proxy
 from ..gateway.upstreams import Progress, Started
+from ..prerequisites.approvals import APPROVED, USED, CallApproval, CallApprovals, describe
 from ..prerequisites.gates import categories_of
 from ..prerequisites.in_force import Workflows
 from ..prerequisites.sessions import SessionState
+from .forms import call_answer_from_retry, call_asker, call_input_required, form_era
 from .views import iso
 
 
@@ -150,11 +153,20 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
         return Proxy(gateway, workflows, session.upstreams, SessionState(session.store, ttl_seconds))
 
     async def call_through(
-        session: Any, tool: str, arguments: dict[str, Any], session_id: str, progress: Progress | None
+        session: Any,
+        tool: str,
+        arguments: dict[str, Any],
+        session_id: str,
+        progress: Progress | None,
+        ask: Ask | None = None,
+        form_first: bool = False,
     ) -> CallToolResult:
         """tool_call: the upstream's result with what the gates did; raises AbilitiesError (a refusal, a bad
-        argument, an upstream that failed)."""
-        return _result(await proxy_of(session).call(tool, arguments, session_id, progress=progress))
+        argument, an upstream that failed) and FormFirst (a 2026-era client's form for a person's yes)."""
+        outcome = await proxy_of(session).call(
+            tool, arguments, session_id, progress=progress, ask=ask, form_first=form_first
+        )
+        return _result(outcome)
 
     def call_now(
         session: Any, tool: str, arguments: dict[str, Any], session_id: str, progress: Progress | None, finish: Finish
@@ -225,13 +237,31 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
         arguments: Annotated[
             dict[str, Any] | None, Field(description="The tool's arguments, fitting its input_schema")
         ] = None,
-    ) -> ToolCallOutput:
+    ) -> ToolCallOutput | InputRequiredResult:
         """Call a tool of an MCP server behind this gateway. Workflows (workflows.json) apply: in enforce mode the
         gateway first runs the missing prerequisite tools itself (gate.ran_prerequisites), or refuses naming the
         calls to make; warn and suggest workflows add gate.warnings."""
         session = ctx.request_context.lifespan_context
+        # A call a workflow holds for a person's yes: the client's form asks them where it shows forms (a 2026-era
+        # client by repeating this call with the answer), racing `abilities-mcp approve` at their terminal.
+        repeated = call_answer_from_retry(ctx, CallApprovals(session.store))
+        if isinstance(repeated, CallApproval) and repeated.state() not in (APPROVED, USED):
+            raise ToolError(
+                f"Refused: call approval {repeated.call_id} is {describe(repeated)}; the call was not sent."
+            )
+        era = form_era(ctx) if session.forms_work else None
         try:
-            return await call_through(session, tool, arguments or {}, session.session_id(ctx), ctx.report_progress)
+            return await call_through(
+                session,
+                tool,
+                arguments or {},
+                session.session_id(ctx),
+                ctx.report_progress,
+                ask=call_asker(ctx) if era == "legacy" else None,
+                form_first=era == "modern" and not repeated,
+            )
+        except FormFirst as first:
+            return call_input_required(first.approval)
         except AbilitiesError as exc:
             raise ToolError(str(exc)) from exc
 

@@ -58,6 +58,9 @@ class Lane:
         self.call_now: CallNow | None = None  # the same, started without a task when nothing must be waited for
         self.exposed: ExposedTools | None = None  # the exposed upstream tools (server/exposed.py)
         self.server_info: Callable[[], dict[str, Any]] | None = None  # the SDK's serverInfo stamp (2026 results)
+        # Whether a gateway call may wait for a person's yes (a workflow with an approval): such calls go the SDK's
+        # way, whose context shows the client's form.
+        self.asks_person: Callable[[], bool] | None = None
         self._modern: bool | None = None  # the connection's era, decided by its first request as the SDK decides it
         self._initialize_id: types.RequestId | None = None
         self._version: str | None = None  # negotiated, when it is a handshake-era version
@@ -150,6 +153,8 @@ class Lane:
     def _work(self, params: Any) -> Work | None:
         """What to do for a tools/call the lane can take; None for any the SDK must judge."""
         if not isinstance(params, dict) or not params.keys() <= _PARAMS:
+            return None
+        if self.asks_person is not None and self.asks_person():
             return None
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(params.get("_meta", {}), dict) or not isinstance(arguments, dict | None):

@@ -141,6 +141,21 @@ class ValidationReport(BaseModel):
     files: list[FileReport]
 
 
+class CallApprovalView(BaseModel):
+    call_id: str = Field(description="What a person types: abilities-mcp approve CALL_ID")
+    tool: str
+    call: str = Field(description="The call exactly: a shell command's line, else the tool and its arguments")
+    digest: str = Field(description="SHA-256 of the tool and its exact arguments: the approval fits only this call")
+    workflows: list[str]
+    status: Literal["pending", "approved", "rejected", "used", "expired"]
+    requested_at: str
+    expires_at: str = Field(description="A pending request lapses then; so does an approval not used by then")
+    answered_at: str | None = None
+    answered_by: str | None = Field(None, description="Who answered")
+    channel: Literal["terminal", "form", "web"] | None = Field(None, description="Where the answer was given")
+    used_at: str | None = Field(None, description="When the approved call ran (an approval is used once)")
+
+
 class HistoryEntry(BaseModel):
     run_id: str
     ability: str
@@ -151,6 +166,9 @@ class HistoryEntry(BaseModel):
 
 class History(BaseModel):
     runs: list[HistoryEntry]
+    call_approvals: list[CallApprovalView] = Field(
+        default_factory=list, description="The latest tool calls held for a person's yes, newest first"
+    )
 
 
 class SkillInfo(BaseModel):
@@ -231,6 +249,11 @@ class PrerequisiteInfo(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="Default arguments for the tool")
 
 
+class ApprovalInfo(BaseModel):
+    expires: float = Field(description="Seconds a person's yes to one call stays usable, and a request waits for one")
+    prompt: str = Field(description="What the person is asked ({{command}}, {{tool}}, {{args.NAME}} filled in)")
+
+
 class WorkflowInfo(BaseModel):
     name: str
     description: str
@@ -238,6 +261,7 @@ class WorkflowInfo(BaseModel):
     enabled: bool
     triggers: dict[str, Any] = Field(description="category, tools, keywords: any one triggers the workflow")
     prerequisites: list[PrerequisiteInfo] = Field(description="In step order")
+    approval: ApprovalInfo | None = Field(None, description="Each call it triggers needs a person's yes")
     path: str = Field(description="The file it comes from")
 
 
@@ -301,6 +325,10 @@ class WorkflowStatus(BaseModel):
     started_at: str
     expires_at: str = Field(description="After this, the session's records are cleared")
     completed: dict[str, list[CompletedStep]] = Field(description="Recorded prerequisites by workflow")
+    call_approvals: list[CallApprovalView] = Field(
+        default_factory=list,
+        description="This session's calls held for a person's yes, newest first: pending, answered, used, expired",
+    )
 
 
 class WorkflowReset(BaseModel):

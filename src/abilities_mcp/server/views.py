@@ -14,13 +14,16 @@ from ..engine.machine import FINISHED_STEP_STATES, LIVE_RUN_STATES, StepState
 from ..engine.questions import Question
 from ..engine.scripts import step_timeout
 from ..gateway.config import file_report
+from ..prerequisites.approvals import CallApproval
 from ..prerequisites.gates import Check
 from ..prerequisites.workflows import Workflow, WorkflowSet
 from ..skills.skillset import SkillSet
 from ..state.store import RunRecord, StepRecord
 from .results import (
+    ApprovalInfo,
     AbilityInfo,
     AnswerInfo,
+    CallApprovalView,
     CurrentStep,
     ErrorInfo,
     FileReport,
@@ -259,8 +262,9 @@ def validation_report(catalog: Catalog, name: str | None = None) -> ValidationRe
     return ValidationReport(valid=all(r.valid for r in reports), files=reports)
 
 
-def history_view(records: list[RunRecord]) -> History:
+def history_view(records: list[RunRecord], calls: list[CallApproval] | None = None) -> History:
     return History(
+        call_approvals=[call_approval_view(c) for c in calls or ()],
         runs=[
             HistoryEntry(
                 run_id=r.run_id,
@@ -270,7 +274,7 @@ def history_view(records: list[RunRecord]) -> History:
                 finished_at=iso(r.finished_at),
             )
             for r in records
-        ]
+        ],
     )
 
 
@@ -295,6 +299,7 @@ def workflow_info(w: Workflow) -> WorkflowInfo:
         enabled=w.enabled,
         triggers={k: v for k, v in triggers.items() if v},
         prerequisites=steps,
+        approval=ApprovalInfo(expires=w.approval.expires, prompt=w.approval.prompt) if w.approval else None,
         path=w.source,
     )
 
@@ -325,4 +330,22 @@ def workflow_check_view(check: Check, found: WorkflowSet) -> WorkflowCheck:
         message=check.message,
         next_calls=calls,
         warnings=found.warnings(),
+    )
+
+
+def call_approval_view(approval: CallApproval) -> CallApprovalView:
+    """One call approval as workflow_status and `history --json` show it."""
+    return CallApprovalView(
+        call_id=approval.call_id,
+        tool=approval.tool,
+        call=approval.shown,
+        digest=approval.digest,
+        workflows=list(approval.workflows),
+        status=approval.state(),
+        requested_at=iso(approval.requested_at) or "",
+        expires_at=iso(approval.expires_at) or "",
+        answered_at=iso(approval.answered_at),
+        answered_by=approval.answered_by,
+        channel=approval.channel,
+        used_at=iso(approval.used_at),
     )

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from ..errors import NextCall, Refused, UnknownName
 from ..gateway.config import Gateway
+from ..prerequisites.approvals import CallApprovals
 from ..prerequisites.gates import (
     RECORD_YOURSELF,
     RECORDED_BY_HOOK,
@@ -43,7 +44,7 @@ from .results import (
     WorkflowReset,
     WorkflowStatus,
 )
-from .views import iso, workflow_check_view, workflow_list_view
+from .views import call_approval_view, iso, workflow_check_view, workflow_list_view
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=False)
@@ -117,8 +118,13 @@ def add_workflow_tools(server: MCPServer, workflows: Workflows, ttl_seconds: flo
                 for records in steps.values()
                 for c in records
             ]
+        calls = [call_approval_view(a) for a in CallApprovals(sessions.store).listed(sid)]
         return WorkflowStatus(
-            session_id=sid, started_at=iso(info.started_at), expires_at=iso(info.expires_at), completed=completed
+            session_id=sid,
+            started_at=iso(info.started_at),
+            expires_at=iso(info.expires_at),
+            completed=completed,
+            call_approvals=calls,
         )
 
     @server.tool(name="workflow_reset", annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))

@@ -1,6 +1,7 @@
 """The SQLite state file (WAL), shared safely by the server, the CLI and the hook: opening it, bringing an older
 file up to date, and transactions. What lives in it: runs (store.py), each session's prerequisites
-(sessions.py), and the sessions of calls a client's hook announced and of sessions it observed (claims.py).
+(sessions.py), the call approvals a person gives (prerequisites/approvals.py), and the sessions of calls a
+client's hook announced and of sessions it observed (claims.py).
 
 Stdlib only and no dataclasses: the hook opens this file on every tool call.
 """
@@ -61,11 +62,18 @@ CREATE TABLE IF NOT EXISTS skill_events (
     detail TEXT NOT NULL, at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS skill_events_by_kind ON skill_events(kind, id);
+CREATE TABLE IF NOT EXISTS call_approvals (
+    call_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, client TEXT NOT NULL, tool TEXT NOT NULL,
+    digest TEXT NOT NULL, shown TEXT NOT NULL, workflows TEXT NOT NULL, prompt TEXT NOT NULL, status TEXT NOT NULL,
+    lifetime REAL NOT NULL, requested_at REAL NOT NULL, expires_at REAL NOT NULL,
+    answered_at REAL, answered_by TEXT, channel TEXT, origin TEXT, note TEXT, used_at REAL
+);
+CREATE INDEX IF NOT EXISTS call_approvals_by_call ON call_approvals(session_id, tool, digest);
 """
 # Bumped with every schema change; older files are migrated forward when opened (6: skill_events, a new table;
 # 7: prereq_records, a prerequisite's record per server with how it is known, replacing prereq_done, and
-# observed_sessions, the sessions whose client runs the hooks).
-SCHEMA_VERSION = 7
+# observed_sessions, the sessions whose client runs the hooks; 8: call_approvals, a person's yes to one tool call).
+SCHEMA_VERSION = 8
 # Tables an older schema had and this one dropped, with the version that dropped them: their rows are not carried
 # over (prereq_done's records expire 24 hours after their session started anyway; a session starts them again).
 DROPPED_TABLES = [(7, "prereq_done")]
