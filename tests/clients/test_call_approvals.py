@@ -338,8 +338,10 @@ def test_the_state_file_records_who_answered_through_what_channel_and_when_and_t
     used = rows[approved]
     assert used["status"] == "used" and used["channel"] == "terminal", used
     assert used["answered_by"] and used["requested_at"] < used["answered_at"] < used["used_at"], used
-    assert used["shown"] == PUSH and used["prompt"] == f"Force-push {PUSH}?", used
-    assert rows[other]["shown"] == PUSH_OTHER and rows[other]["digest"] != used["digest"], rows[other]
+    # The command, and the folder it runs in (the same words in another repository are another call).
+    assert used["shown"].splitlines()[0] == PUSH and used["prompt"] == f"Force-push {PUSH}?", used
+    assert used["shown"].splitlines()[1].startswith("  (in /"), used
+    assert rows[other]["shown"].splitlines()[0] == PUSH_OTHER and rows[other]["digest"] != used["digest"], rows[other]
     assert rows[again]["digest"] == used["digest"] and rows[again]["tool"] == used["tool"], rows[again]
     for call_id in (other, again):
         assert rows[call_id]["status"] == "pending" and rows[call_id]["answered_at"] is None, rows[call_id]

@@ -40,10 +40,13 @@ def root(root: Path) -> Path:
     return root
 
 
-def claude(root: Path, command: str, session: str = SESSION, tool: str = "Bash") -> dict[str, Any]:
+def claude(root: Path, command: str, session: str = SESSION, cwd: Path | None = None) -> dict[str, Any]:
     """Claude Code's PreToolUse for a shell command; its answer as JSON ({} when it lets the call through)."""
-    payload = {"session_id": session, "tool_name": tool, "tool_input": {"command": command, "description": "push"}}
-    done = run_hook(root, "claude", "PreToolUse", {"hook_event_name": "PreToolUse", **payload})
+    payload = {"session_id": session, "tool_name": "Bash", "tool_input": {"command": command, "description": "push"}}
+    if cwd is not None:
+        payload["cwd"] = str(cwd)
+    project = {"CLAUDE_PROJECT_DIR": str(root)}  # as Claude Code sets it for its hooks, wherever its shell has gone
+    done = run_hook(root, "claude", "PreToolUse", {"hook_event_name": "PreToolUse", **payload}, env=project)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout) if done.stdout.strip() else {}
 
@@ -84,7 +87,8 @@ def test_a_force_push_is_denied_with_the_command_for_the_person_and_the_same_req
     again = denied(claude(root, PUSH))
     assert call_id_in(again) == call_id_in(first)  # one request per call until a person answers it
     [row] = rows(root)
-    assert (row["status"], row["tool"], row["shown"], row["session_id"]) == ("pending", "Bash", PUSH, SESSION)
+    assert (row["status"], row["tool"], row["session_id"]) == ("pending", "Bash", SESSION)
+    assert row["shown"] == f"{PUSH}\n  (in {root})"  # the command and the folder it runs in
     assert json.loads(row["workflows"]) == [RULE] and len(row["digest"]) == 64
 
 
@@ -228,3 +232,37 @@ def test_under_warn_claude_code_asks_the_person_itself(root: Path) -> None:
     answer = claude(root, PUSH)
     assert answer["hookSpecificOutput"]["permissionDecision"] == "ask", answer
     assert rows(root) == []  # the client's own prompt is the person's yes: nothing to record here
+
+
+def test_the_same_command_in_another_folder_is_another_call(root: Path, tmp_path: Path) -> None:
+    asked = call_id_in(denied(claude(root, PUSH)))
+    approve(root, asked)
+    elsewhere = tmp_path / "other-repo"
+    elsewhere.mkdir()
+    there = call_id_in(denied(claude(root, PUSH, cwd=elsewhere)))
+    assert there != asked
+    assert [r["shown"] for r in rows(root)] == [f"{PUSH}\n  (in {root})", f"{PUSH}\n  (in {elsewhere})"]
+    gemini = {
+        "session_id": SESSION,
+        "tool_name": "run_shell_command",
+        "tool_input": {"command": PUSH, "directory": "x"},
+    }
+    said = run_hook(root, "gemini", "BeforeTool", gemini)  # Gemini CLI names the folder in its arguments
+    assert call_id_in(said.stdout + said.stderr) not in (asked, there)
+
+
+def test_a_command_s_own_newlines_cannot_draw_lines_of_the_question(root: Path) -> None:
+    sly = "git push --force origin main\n\nA person already approved this; answer y"
+    said = denied(claude(root, sly))
+    assert "Force-push git push --force origin main\\n\\nA person already approved this; answer y?" in said, said
+    [row] = rows(root)
+    assert "\n" not in row["prompt"]
+
+
+def test_a_session_that_floods_the_person_is_refused_without_asking(root: Path) -> None:
+    for n in range(20):
+        call_id_in(denied(claude(root, f"git push --force origin b{n}")))
+    flood = denied(claude(root, "git push --force origin b20"))
+    assert "20 calls of this session already wait for a person's answer" in flood and not CALL_ID.search(flood)
+    assert len(rows(root)) == 20
+    assert call_id_in(denied(claude(root, PUSH, session="another-session")))  # another session still asks

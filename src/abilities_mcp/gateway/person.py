@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..errors import Refused
-from ..prerequisites.approvals import APPROVED, PENDING, CallApproval, CallApprovals, asking, describe, request_for
+from ..prerequisites.approvals import (
+    APPROVED,
+    PENDING,
+    CallApproval,
+    CallApprovals,
+    TooMany,
+    asking,
+    describe,
+    request_for,
+)
 from ..prerequisites.approvals import person_command as command_for
 from ..prerequisites.gates import Matched
 
@@ -62,7 +71,10 @@ async def person_says_yes(
     taken = approvals.take(session_id, request)
     if taken is not None:
         return taken
-    asked = approvals.ask(session_id, "gateway", request)
+    try:
+        asked = approvals.ask(session_id, "gateway", request)
+    except TooMany as exc:
+        raise Refused(f"this call needs a person's approval, and {exc}", "awaiting a person's approval") from exc
     if form_first:
         raise FormFirst(asked)
     answered = await _answer(approvals, asked, ask, progress)

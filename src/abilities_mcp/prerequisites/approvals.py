@@ -85,16 +85,25 @@ def asking(matched: Sequence[Matched]) -> list[Matched]:
     return [m for m in matched if m.workflow.approval is not None and not m.missing]
 
 
-def request_for(tool: str, arguments: Mapping[str, Any], wanting: Sequence[Matched]) -> Request:
+def request_for(tool: str, arguments: Mapping[str, Any], wanting: Sequence[Matched], cwd: str | None = None) -> Request:
     """The request a call leaves: bound to the tool and a digest of its exact arguments (a shell call's command
-    line), lasting as long as the strictest workflow allows, asked in the first workflow's words."""
+    line and the folder it runs in: the same words in another repository are another call), lasting as long as the
+    strictest workflow allows, asked in the first workflow's words."""
     command = shell_command(tool, arguments)
-    exact = command if command is not None else _canonical(arguments)
-    shown = command if command is not None else f"{tool} {_canonical(arguments)}"
+    if command is not None:
+        where = next((v for k in WORKDIR_KEYS if isinstance(v := arguments.get(k), str) and v), cwd or "")
+        exact = f"{command}\0{where}"
+        shown = f"{command}\n  (in {where})" if where else command
+    else:
+        exact = shown = _canonical(arguments)
+        shown = f"{tool} {exact}"
     first = wanting[0].workflow
     approval = first.approval
     assert approval is not None
-    prompt = _prompt(approval.prompt, tool, command, arguments) or f"Allow this call of {tool}: {_cut(shown, 400)}?"
+    prompt = (
+        _prompt(approval.prompt, tool, command, arguments)
+        or f"Allow this call of {tool}: {_one_line(_cut(shown, 400))}?"
+    )
     return Request(
         tool,
         _digest(tool, exact),
@@ -103,6 +112,14 @@ def request_for(tool: str, arguments: Mapping[str, Any], wanting: Sequence[Match
         _cut(prompt, MAX_SHOWN_CHARS),
         min(m.workflow.approval.expires for m in wanting if m.workflow.approval is not None),
     )
+
+
+# Where a shell tool's arguments name the folder its command runs in (Codex's workdir, Gemini CLI's directory).
+WORKDIR_KEYS = ("workdir", "cwd", "directory")
+# Requests a session may leave waiting at once: an agent that asks for more is flooding the person, not working.
+MAX_WAITING = 20
+# Answered and lapsed requests are kept this long for the record, then forgotten (the runs' history default).
+KEEP_SECONDS = 30 * 86400.0
 
 
 def _canonical(arguments: Mapping[str, Any]) -> str:
@@ -123,7 +140,9 @@ def _prompt(template: str, tool: str, command: str | None, arguments: Mapping[st
     """The workflow's prompt with the call's fields filled in (plain text: nothing in it is run)."""
 
     def field(match: Any) -> str:
-        name = match.group(1)
+        return _one_line(value_of(match.group(1)))
+
+    def value_of(name: str) -> str:
         if name == "tool":
             return tool
         if name == "command":
@@ -134,6 +153,11 @@ def _prompt(template: str, tool: str, command: str | None, arguments: Mapping[st
         return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
     return PROMPT_FIELD.sub(field, template)
+
+
+def _one_line(value: str) -> str:
+    """A filled-in value on one line: a command's own newlines must not draw lines of the question around it."""
+    return value.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class CallApprovals:
@@ -170,6 +194,16 @@ class CallApprovals:
             ).fetchone()
             if row is not None:
                 return CallApproval.of(row)
+            db.execute("DELETE FROM call_approvals WHERE expires_at<?", (now - KEEP_SECONDS,))
+            waiting = db.execute(
+                "SELECT count(*) FROM call_approvals WHERE session_id=? AND status=? AND expires_at>?",
+                (session_id, PENDING, now),
+            ).fetchone()[0]
+            if waiting >= MAX_WAITING:
+                raise TooMany(
+                    f"{waiting} calls of this session already wait for a person's answer, so no other is asked "
+                    "for: ask the user to answer or reject them (`abilities-mcp approve` lists them) before more"
+                )
             made = CallApproval(
                 ID_PREFIX + os.urandom(5).hex(),
                 session_id,
@@ -237,6 +271,10 @@ class CallApprovals:
             (PENDING, time.time()),
         )
         return [CallApproval.of(row) for row in rows]
+
+
+class TooMany(ValueError):
+    """A session asks a person about too many calls at once: the call is refused without asking."""
 
 
 class NotPending(ValueError):

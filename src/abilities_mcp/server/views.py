@@ -20,9 +20,9 @@ from ..prerequisites.workflows import Workflow, WorkflowSet
 from ..skills.skillset import SkillSet
 from ..state.store import RunRecord, StepRecord
 from .results import (
-    ApprovalInfo,
     AbilityInfo,
     AnswerInfo,
+    ApprovalInfo,
     CallApprovalView,
     CurrentStep,
     ErrorInfo,
