@@ -266,3 +266,17 @@ def test_a_session_that_floods_the_person_is_refused_without_asking(root: Path) 
     assert "20 calls of this session already wait for a person's answer" in flood and not CALL_ID.search(flood)
     assert len(rows(root)) == 20
     assert call_id_in(denied(claude(root, PUSH, session="another-session")))  # another session still asks
+
+
+async def test_workflow_check_reads_a_shell_rule_from_the_call_s_arguments(root: Path) -> None:
+    from mcp import Client
+
+    from abilities_mcp.server.app import create_server
+
+    async with Client(create_server(Project.resolve(root))) as client:
+        push = await client.call_tool("workflow_check", {"tool": "Bash", "arguments": {"command": PUSH}})
+        status = await client.call_tool("workflow_check", {"tool": "Bash", "arguments": {"command": "git status"}})
+    [matched] = push.structured_content["matched"]
+    assert matched["workflow"] == RULE and matched["reasons"] == ["command rule Bash(git push --force:*)"], matched
+    assert "each such call needs a person's approval" in push.structured_content["message"]
+    assert status.structured_content["matched"] == []

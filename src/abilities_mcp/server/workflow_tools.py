@@ -73,6 +73,10 @@ def add_workflow_tools(server: MCPServer, workflows: Workflows, ttl_seconds: flo
         tool: Annotated[str, Field(description="The tool you are about to call, as you call it (namespaced is fine)")],
         ctx: Context,
         task: Annotated[str | None, Field(description="The user's request, for keyword triggers")] = None,
+        arguments: Annotated[
+            dict[str, Any] | None,
+            Field(description="The call's arguments (a shell tool's command), for rules that name shell commands"),
+        ] = None,
     ) -> WorkflowCheck:
         """Before calling a tool another server offers, ask whether this session may call it now. deny: call the
         missing prerequisites (next_calls) in order, recording each with workflow_record, then check again."""
@@ -81,7 +85,8 @@ def add_workflow_tools(server: MCPServer, workflows: Workflows, ttl_seconds: flo
         observer = seen(ctx, sid)
         name = called(tool)
         how = RUN_BY_GATEWAY if same(name.server, observer.upstreams) else _how(observer)
-        result = check(found, name, task or "", sessions.done(sid), how=how, observer=observer)
+        done = sessions.done(sid)
+        result = check(found, name, task or "", done, how=how, observer=observer, arguments=arguments)
         return workflow_check_view(result, found)
 
     @server.tool(name="workflow_record", annotations=ACTS)
