@@ -38,7 +38,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from ..prerequisites.approvals import asking
 from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
 from ..prerequisites.in_force import workflows_in_force
 from ..prerequisites.names import MCP_PREFIX, SEPARATOR, UNKNOWN_SERVER, Name, called, opencode, same, through
@@ -373,9 +372,12 @@ def _workflow_answer(hook: Hook, tool: Name) -> Answer:
     text = "\n".join([f"abilities-mcp: {result.message}", *found.pending])  # an edit waiting for trust, named
     if result.verdict == "deny":
         return Answer(deny=text)
-    wanting = asking(result.matched)
-    if wanting:
-        return _call_approval(hook, tool, wanting, result.verdict, found.pending)
+    if any(m.workflow.approval is not None for m in result.matched):
+        from ..prerequisites.approvals import asking
+
+        wanting = asking(result.matched)
+        if wanting:
+            return _call_approval(hook, tool, wanting, result.verdict, found.pending)
     if result.verdict == "warn":
         asks = hook.call.client in ASKING_CLIENTS and hook.call.permission_mode in ASKING_MODES
         return Answer(ask=text, context=text) if asks else Answer(context=text)

@@ -16,7 +16,6 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..phrases import phrase
-from .commands import matching_rules, shell_command
 from .names import UNKNOWN_SERVER, Name, called, matches, same, wanted
 from .workflows import Prerequisite, Workflow, WorkflowSet
 
@@ -117,6 +116,8 @@ def triggers(
     name = name_of(tool)
     reasons = [f"tool {t}" for t in workflow.tools if name.raw and matches(name, wanted(t), trigger=True)]
     if workflow.commands and arguments and not name.server:
+        from .commands import matching_rules, shell_command  # here: only a file with shell rules needs them
+
         command = shell_command(name.tool, arguments)
         if command is not None:
             reasons += [f"command rule {r.raw}" for r in matching_rules(workflow.commands, command)]

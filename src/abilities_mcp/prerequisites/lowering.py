@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .commands import is_rule
 from .workflows import Workflow, WorkflowSet
 
 # Weakest first: a workflow moved left on this list lowers its gate.
@@ -42,7 +41,8 @@ def _loosened(then: Workflow, now: Workflow) -> Iterator[str]:
         yield f"weakened from {then.mode} to {now.mode}"
     if then.category and (now.category or "").lower() != then.category.lower():
         yield f"no longer triggered by category {then.category!r}"
-    plain_then, plain_now = (tuple(t for t in w.tools if not is_rule(t)) for w in (then, now))
+    ruled = {r.raw for w in (then, now) for r in w.commands}  # the shell rules, compared as parsed below
+    plain_then, plain_now = (tuple(t for t in w.tools if t not in ruled) for w in (then, now))
     yield from (f"no longer triggered by tool {t!r}" for t in _missing(plain_then, plain_now))
     yield from _rules_dropped(then, now)
     yield from (f"no longer triggered by keyword {k!r}" for k in _missing(then.keywords, now.keywords))

@@ -12,11 +12,13 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import Diagnostic, did_you_mean
 from ..files import Unreadable, read_bytes
-from .commands import ShellRule, rule_of
+
+if TYPE_CHECKING:
+    from .commands import ShellRule
 
 MODES = ("enforce", "warn", "suggest")
 WORKFLOW_KEYS = {"enabled", "name", "description", "triggers", "prerequisites", "mode", "created_at", "approval"}
@@ -271,7 +273,7 @@ def parse_workflow(name: str, entry: Any, source: str, key: str = "") -> tuple[W
         prerequisites=prerequisites,
         source=source,
         approval=_approval(entry.get("approval")),
-        commands=tuple(r for t in triggers.get("tools", ()) if (r := rule_of(t)) is not None),
+        commands=shell_rules(triggers.get("tools", ())),
     )
     problems = [Diagnostic(source, f"{where}{p}", m) for p, m in meaning_problems(workflow)]
     return (None if problems else workflow), problems
@@ -325,9 +327,19 @@ def _trigger_problems(triggers: Any) -> Iterator[tuple[str, str]]:
         elif key == "tools":
             for i, tool in enumerate(value):
                 try:
-                    rule_of(tool)
+                    shell_rules([tool])
                 except ValueError as exc:
                     yield f".triggers.tools[{i}]", str(exc)
+
+
+def shell_rules(tools: Any) -> tuple[ShellRule, ...]:
+    """The shell rules (`Bash(git push --force:*)`) among trigger tools; ValueError for a malformed one. The rules'
+    module loads only for a file that has one: the hook reads this file on every tool call."""
+    if not any(isinstance(t, str) and t.startswith("Bash(") for t in tools):
+        return ()
+    from .commands import rule_of
+
+    return tuple(r for t in tools if (r := rule_of(t)) is not None)
 
 
 def _approval_problems(approval: Any) -> Iterator[tuple[str, str]]:
