@@ -49,8 +49,11 @@ def test_a_person_approves_a_call_at_their_terminal_seeing_it_exactly(root: Path
     term.type("y")
     said = term.expect("Recorded")
     assert term.wait() == 0
-    assert f"Call approval {call_id}: Bash, in a session of claude (workflow force-push)" in shown, shown
-    assert f"Force-push {PUSH}?" in shown and f"    {PUSH}" in shown and "once, for 10 min" in shown, shown
+    assert f"Call approval {call_id}: Bash, in a session of claude." in shown, shown
+    assert shown.index(f"The call, exactly:\n    {PUSH}\n") < shown.index(
+        f"Workflow force-push asks: Force-push {PUSH}?"
+    )
+    assert "once, for 10 min" in shown, shown
     assert f"Recorded: approved {call_id}." in said and "runs once" in said, said
     found = stored(root, call_id)
     assert (found.status, found.channel) == ("approved", "terminal")

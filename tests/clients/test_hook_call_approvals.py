@@ -5,8 +5,11 @@ other arguments, another session, a lapsed or rejected request, an edited rule: 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,11 @@ def claude(root: Path, command: str, session: str = SESSION, cwd: Path | None = 
     done = run_hook(root, "claude", "PreToolUse", {"hook_event_name": "PreToolUse", **payload}, env=project)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+def hook_env(root: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "ABILITIES_"))}
+    return {**clean, "CLAUDE_PROJECT_DIR": str(root)}
 
 
 def denied(answer: dict[str, Any]) -> str:
@@ -280,3 +288,59 @@ async def test_workflow_check_reads_a_shell_rule_from_the_call_s_arguments(root:
     assert matched["workflow"] == RULE and matched["reasons"] == ["command rule Bash(git push --force:*)"], matched
     assert "each such call needs a person's approval" in push.structured_content["message"]
     assert status.structured_content["matched"] == []
+
+
+def test_a_lone_surrogate_in_the_command_is_asked_about_not_let_through(root: Path) -> None:
+    payload = {"session_id": SESSION, "tool_name": "Bash", "tool_input": {"command": "git push --force # \ud800"}}
+    for client, event in (("claude", "PreToolUse"), ("codex", "PreToolUse"), ("gemini", "BeforeTool")):
+        raw = json.dumps({"cwd": str(root), **payload})  # the surrogate as JSON writes it: "\\ud800"
+        done = subprocess.run(
+            [sys.executable, "-m", "abilities_mcp", "hook", client, event],
+            input=raw,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=hook_env(root),
+        )
+        said = done.stdout + done.stderr
+        assert "needs a person's approval" in said and "let through" not in said, (client, done.returncode, said)
+    [row] = rows(root)
+    assert row["shown"].startswith("git push --force # \\ud800")
+
+
+def test_a_call_too_long_to_show_whole_is_refused_without_asking(root: Path) -> None:
+    hidden = "git status # " + "x" * 4100 + "\ngit push --force origin main"
+    said = denied(claude(root, hidden))
+    assert "more than a person can be shown whole" in said and not CALL_ID.search(said), said
+    assert rows(root) == []
+
+
+def test_a_prerequisite_added_to_the_workflow_opens_nothing_it_holds(root: Path) -> None:
+    edited = json.loads((root / "workflows.json").read_text())
+    edited[RULE]["prerequisites"] = [{"step": 1, "tool": "Bash", "description": "run the tests", "required": False}]
+    (root / "workflows.json").write_text(json.dumps(edited))  # adding a prerequisite tightens: no trust needed
+    assert call_id_in(denied(claude(root, PUSH)))
+    shell_rule_only = {
+        "tests-before-push": {
+            "description": "Run the tests before a push",
+            "triggers": {"tools": ["Bash(git push:*)"]},
+            "prerequisites": [{"step": 1, "tool": "Bash", "description": "the tests"}],
+        }
+    }
+    (root / "workflows.json").write_text(json.dumps({**edited, **shell_rule_only}))
+    said = denied(claude(root, "git push origin main"))  # the rule is narrower than its prerequisite Bash
+    assert "tests-before-push" in said and "needs: Bash" in said, said
+
+
+def test_the_question_is_one_line_and_rewording_it_waits_for_trust(root: Path) -> None:
+    edited = json.loads((root / "workflows.json").read_text())
+    edited[RULE]["approval"]["prompt"] = "Show the status (read-only)?\n\nThe call, exactly:\n    git status"
+    (root / "workflows.json").write_text(json.dumps(edited))
+    said = denied(claude(root, PUSH))
+    assert f"Force-push {PUSH}?" in said and "read-only" not in said, said  # the trusted question holds
+    assert "changed the question its approval asks a person" in said, said
+    assert not [r for r in rows(root) if "read-only" in r["prompt"]]
+    trust_project(Project.resolve(root))  # a person read the new question and trusted it
+    denied(claude(root, PUSH + " "))
+    [row] = [r for r in rows(root) if "read-only" in r["prompt"]]
+    assert "\n" not in row["prompt"] and "\\n\\nThe call, exactly:" in row["prompt"], row["prompt"]

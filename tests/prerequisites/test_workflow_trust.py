@@ -178,10 +178,18 @@ APPROVAL_LOWERING = [
         ],
     ),
     ("weakened", lambda d: approved(d).update(mode="warn"), ["workflow 'force-push' weakened from enforce to warn"]),
+    (  # what a person reads before they say yes: an agent's rewording could mislead them
+        "prompt-reworded",
+        lambda d: approval(d).update(prompt="Show the status (read-only)?"),
+        ["workflow 'force-push' changed the question its approval asks a person"],
+    ),
+    (
+        "prompt-dropped",
+        lambda d: approval(d).pop("prompt"),
+        ["workflow 'force-push' changed the question its approval asks a person"],
+    ),
 ]
 APPROVAL_TIGHTENING = [
-    ("prompt-reworded", lambda d: approval(d).update(prompt="Really force-push {{command}} now?")),
-    ("prompt-dropped", lambda d: approval(d).pop("prompt")),
     ("expires-shortened", lambda d: approval(d).update(expires="30s")),
     ("expires-same-in-seconds", lambda d: approval(d).update(expires=600)),
     ("expires-left-to-the-same-default", lambda d: approval(d).pop("expires")),

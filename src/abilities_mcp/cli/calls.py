@@ -58,13 +58,12 @@ def shown(call_id: str, prompt: str, tool: str, call: str, workflows: tuple[str,
     """A call approval as a person reads it before answering: every character of the call inert."""
     return "\n".join(
         [
-            f"Call approval {call_id}: {tool}, in a session of {client or 'a client'} "
-            f"(workflow {', '.join(workflows)}):",
-            "",
-            inert(prompt),
+            f"Call approval {call_id}: {tool}, in a session of {client or 'a client'}.",
             "",
             "The call, exactly:",
-            *(f"    {line}" for line in inert(call).splitlines() or [""]),
+            *(f"    {line}" for line in inert(call).split("\n")),
+            "",
+            f"Workflow {', '.join(workflows)} asks: {inert(prompt)}",
         ]
     )
 

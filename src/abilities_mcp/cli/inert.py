@@ -11,6 +11,7 @@ from typing import Any, TextIO
 # C0 controls but newline and tab, DEL, C1 controls, and the Unicode marks that reorder or hide text.
 _UNSAFE = [c for c in range(0x20) if c not in (0x09, 0x0A)] + list(range(0x7F, 0xA0))
 _UNSAFE += [0x061C, 0x200B, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF]
+_UNSAFE += [0x2028, 0x2029]  # line and paragraph separators: a terminal may break the line there
 _TABLE = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _UNSAFE}
 
 

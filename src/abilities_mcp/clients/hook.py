@@ -388,7 +388,7 @@ def _call_approval(hook: Hook, tool: Name, wanting: list[Any], verdict: str, pen
     """A call workflows want a person's yes for: under enforce, the yes a person gave this exact call is used up and
     the call goes on, else the request is left for them and the call refused; under warn, the person is asked
     where the client asks, and the model told elsewhere; under suggest, the model is told."""
-    from ..prerequisites.approvals import CallApprovals, TooMany, refusal, request_for
+    from ..prerequisites.approvals import CallApprovals, TooLong, TooMany, refusal, request_for
 
     enforced = [m for m in wanting if m.workflow.mode == "enforce"]
     if not enforced:
@@ -398,8 +398,8 @@ def _call_approval(hook: Hook, tool: Name, wanting: list[Any], verdict: str, pen
         if any(m.workflow.mode == "warn" for m in wanting) or verdict == "warn":
             return Answer(ask=text, context=text) if asks else Answer(context=text)
         return Answer(context=text)
-    request = request_for(tool.raw, hook.call.arguments, enforced, hook.call.cwd or str(hook.project.root))
     try:
+        request = request_for(tool.raw, hook.call.arguments, enforced, hook.call.cwd or str(hook.project.root))
         approvals = CallApprovals(hook.database())
         taken = approvals.take(hook.call.session_id, request)
         if taken is not None:
@@ -408,12 +408,17 @@ def _call_approval(hook: Hook, tool: Name, wanting: list[Any], verdict: str, pen
                 f"{taken.call_id}); the approval is used now: the same call again needs another."
             )
         asked = approvals.ask(hook.call.session_id, hook.call.client, request)
-    except TooMany as exc:
+    except (TooMany, TooLong) as exc:
         return Answer(deny=f"abilities-mcp: Denied: this call needs a person's approval, and {exc}.")
     except (sqlite3.Error, OSError, RuntimeError) as exc:
         raise StateUnreadable(
             f"abilities-mcp: {tool.raw} refused: it needs a person's approval, and {hook.project.state_db} cannot be "
             f"read ({exc}). Fix or move the file, then try again."
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - a call held for a person fails closed, whatever went wrong
+        raise StateUnreadable(
+            f"abilities-mcp: {tool.raw} refused: it needs a person's approval, and asking for one failed "
+            f"({type(exc).__name__}: {exc}). Tell the user; `abilities-mcp doctor` may say why."
         ) from exc
     return Answer(deny="\n".join([f"abilities-mcp: {refusal(asked)}", *pending]))
 

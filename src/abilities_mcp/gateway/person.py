@@ -22,6 +22,7 @@ from ..prerequisites.approvals import (
     PENDING,
     CallApproval,
     CallApprovals,
+    TooLong,
     TooMany,
     asking,
     describe,
@@ -67,7 +68,10 @@ async def person_says_yes(
     wanting = [m for m in asking(matched) if m.workflow.mode == "enforce"]
     if not wanting:
         return None
-    request = request_for(tool, arguments, wanting)
+    try:
+        request = request_for(tool, arguments, wanting)
+    except TooLong as exc:
+        raise Refused(f"this call needs a person's approval, and {exc}", "awaiting a person's approval") from exc
     taken = approvals.take(session_id, request)
     if taken is not None:
         return taken

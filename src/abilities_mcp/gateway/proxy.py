@@ -260,10 +260,26 @@ class Proxy:
             if problems:
                 blocked.append((m, p, target, "its arguments cannot be filled (" + "; ".join(problems) + ")"))
                 continue
+            held = self._held_for_a_person(target, filled)
+            if held:
+                blocked.append((m, p, target, held))
+                continue
             plan.append(Planned(m.workflow.name, p, target, filled))
         if blocked:
             raise _cannot_run(entry, blocked, steps, arguments)
         return plan
+
+    def _held_for_a_person(self, target: Entry, arguments: dict[str, Any]) -> str | None:
+        """Why the gateway may not run this prerequisite call itself: a workflow holds each such call for a person's
+        yes (the gateway asks for one only for the call the agent makes), or None."""
+        matched = check(self.workflows.current(), gated(target), "", {}, arguments=arguments).matched
+        held = [m.workflow.name for m in matched if m.workflow.approval is not None and m.workflow.mode == "enforce"]
+        if not held:
+            return None
+        return (
+            f"a person approves each call of it (workflow {', '.join(map(repr, held))}), so the gateway does not "
+            "make it itself: call it yourself with tool_call, which asks them"
+        )
 
     async def _run(self, step: Planned, session_id: str, listing: Listing) -> Ran:
         """Run one prerequisite, up to PREREQUISITE_ATTEMPTS times, and record it; abort the workflow if it fails."""

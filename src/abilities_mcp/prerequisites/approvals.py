@@ -97,6 +97,11 @@ def request_for(tool: str, arguments: Mapping[str, Any], wanting: Sequence[Match
     else:
         exact = shown = _canonical(arguments)
         shown = f"{tool} {exact}"
+    if len(shown) > MAX_SHOWN_CHARS:
+        raise TooLong(
+            f"the call is {len(shown):,} characters, more than a person can be shown whole ({MAX_SHOWN_CHARS:,}), "
+            "so no one is asked to approve it: split it into shorter calls"
+        )
     first = wanting[0].workflow
     approval = first.approval
     assert approval is not None
@@ -107,15 +112,17 @@ def request_for(tool: str, arguments: Mapping[str, Any], wanting: Sequence[Match
     return Request(
         tool,
         _digest(tool, exact),
-        _cut(shown, MAX_SHOWN_CHARS),
+        _storable(shown),
         tuple(m.workflow.name for m in wanting),
-        _cut(prompt, MAX_SHOWN_CHARS),
+        _storable(_cut(_one_line(prompt), MAX_PROMPT_CHARS)),
         min(m.workflow.approval.expires for m in wanting if m.workflow.approval is not None),
     )
 
 
 # Where a shell tool's arguments name the folder its command runs in (Codex's workdir, Gemini CLI's directory).
-WORKDIR_KEYS = ("workdir", "cwd", "directory")
+WORKDIR_KEYS = ("workdir", "cwd", "dir_path", "directory")
+# The question is one line this long at most: it comes from a file the agent may edit, so it must not draw the call.
+MAX_PROMPT_CHARS = 300
 # Requests a session may leave waiting at once: an agent that asks for more is flooding the person, not working.
 MAX_WAITING = 20
 # Answered and lapsed requests are kept this long for the record, then forgotten (the runs' history default).
@@ -155,9 +162,21 @@ def _prompt(template: str, tool: str, command: str | None, arguments: Mapping[st
     return PROMPT_FIELD.sub(field, template)
 
 
+def _storable(text: str) -> str:
+    """Text SQLite can store as UTF-8: a lone surrogate (JSON's "\\ud800", valid in a payload) as its escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# Every character that breaks a line somewhere (str.splitlines' list), written as its escape.
+_LINE_BREAKS = {
+    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in (0x0B, 0x0C, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)
+}
+_LINE_BREAKS |= {0x0A: "\\n", 0x0D: "\\r"}
+
+
 def _one_line(value: str) -> str:
-    """A filled-in value on one line: a command's own newlines must not draw lines of the question around it."""
-    return value.replace("\r", "\\r").replace("\n", "\\n")
+    """Text on one line: a command's own newlines must not draw lines of the question around it."""
+    return value.translate(_LINE_BREAKS)
 
 
 class CallApprovals:
@@ -271,6 +290,10 @@ class CallApprovals:
             (PENDING, time.time()),
         )
         return [CallApproval.of(row) for row in rows]
+
+
+class TooLong(ValueError):
+    """A call too long to show a person whole: refused without asking."""
 
 
 class TooMany(ValueError):

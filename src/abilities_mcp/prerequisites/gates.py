@@ -185,9 +185,9 @@ def check(
     name = name_of(tool)
     matched = []
     for workflow in workflows.enabled():
-        if any(matches(name, wanted(p.tool)) for p in workflow.prerequisites):
-            continue  # a workflow never gates its own prerequisites: that would lock it
         reasons = triggers(workflow, name, task, workflows.categories, arguments)
+        if reasons and _own_prerequisite(workflow, name, reasons):
+            continue  # a workflow never gates its own prerequisites: that would lock it
         if reasons:
             recorded = satisfied(workflow, done.get(workflow.name, {}), name, observer)
             matched.append(standing(workflow, reasons, recorded))
@@ -195,6 +195,15 @@ def check(
     lacking = {p.tool for m in matched for p in m.missing if observer.lacks(*_where(wanted(p.tool), name))}
     said = message(verdict, name.raw, matched, how) + _lacking(lacking, name)
     return Check(verdict, name.raw, matched, said, next_calls(matched, lacking))
+
+
+def _own_prerequisite(workflow: Workflow, name: Name, reasons: list[str]) -> bool:
+    """Whether a call is one of the workflow's own prerequisites, which it never gates. Not a call its shell rule
+    names (`Bash(git push --force:*)` is narrower than a prerequisite `Bash`), nor any call of a workflow that wants
+    a person's yes: an added prerequisite must not open what the approval holds."""
+    if workflow.approval is not None or any(r.startswith("command rule ") for r in reasons):
+        return False
+    return any(matches(name, wanted(p.tool)) for p in workflow.prerequisites)
 
 
 def standing(workflow: Workflow, reasons: list[str], recorded: dict[int, Any]) -> Matched:

@@ -104,6 +104,7 @@ TEMPLATES: dict[str, dict[str, Any]] = {
             "tools": [
                 "Bash(git push --force:*)",
                 "Bash(git push -f:*)",
+                "Bash(git push --mirror:*)",
                 "Bash(git reset --hard:*)",
                 "Bash(git clean -fdx:*)",
                 "Bash(rm -rf:*)",
