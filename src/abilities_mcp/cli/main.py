@@ -445,6 +445,14 @@ def _isolated() -> None:
         os.execve(sys.executable, [sys.executable, "-I", "-m", "abilities_mcp", *sys.argv[1:]], clean)
 
 
+def ui(project: Project, args: argparse.Namespace) -> int:
+    """The local page for a person: runs, timelines, graphs, approvals (cli/ui.py); isolated, as `approve` is."""
+    _isolated()
+    from .ui import serve_page
+
+    return serve_page(project, args, harden=_not_dumpable)
+
+
 def trust(project: Project, args: argparse.Namespace) -> int:
     """A person reviews what changed in the files that decide gates, and trusts them (cli/trust.py)."""
     from .trust import command
@@ -659,7 +667,7 @@ def tools(project: Project, args: argparse.Namespace) -> int:
 
 
 # The commands that read or write the state file.
-STATE_COMMANDS = {"serve", "run", "status", "history", "approve", "decide", "events", "logs"}
+STATE_COMMANDS = {"serve", "run", "status", "history", "approve", "decide", "events", "logs", "ui"}
 COMMANDS = {
     "serve": serve,
     "validate": validate,
@@ -680,4 +688,5 @@ COMMANDS = {
     "hook": hook,
     "init": init,
     "doctor": doctor,
+    "ui": ui,
 }

@@ -140,6 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", metavar="DURATION", help="only the last DURATION (30m, 2h, 1d)")
     p.add_argument("--limit", type=int, default=50, help="the newest N events (default 50)")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser(
+        "ui",
+        parents=[common],
+        help="the local page: runs live, timelines, graphs, approvals (a person, at a terminal only)",
+        description="Serves the page on 127.0.0.1 and prints a one-time login link (it works once, for 10 minutes). "
+        "Exit 0 when stopped (Ctrl-C), 2 when refused (not a person at a terminal) or the port cannot be used.",
+    )
+    p.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
     p = sub.add_parser("schema", parents=[common], help="print a JSON Schema for editors")
     p.add_argument("kind", choices=["ability", "workflows", "gateway", "settings"])
     _workflow_parsers(sub, common)

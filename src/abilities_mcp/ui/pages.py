@@ -1,0 +1,446 @@
+"""The pages about runs, server-rendered: the runs list, a run's timeline, a step's output, and what waits for a
+person with its Approve / Reject buttons. Every value goes through markup.el, escaped and inert.
+
+Elements the browser tests find (keep them): `table#runs` with `tr[data-run][data-status]`; `ol#timeline` with
+`li[data-step][data-status]`; `span#run-status`; `section#waiting` with `article[data-run]` / `article[data-call]`
+and `button[name=answer]` (value approve / reject, or a decision's option value). Elements marked `data-live` are
+refreshed by app.js when the event stream says something changed; `data-live="keyed"` ones keep the children whose
+id and content did not change (a note being typed survives).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..engine.machine import RunState
+from ..engine.questions import Question
+from ..prerequisites.approvals import CallApproval, describe
+from ..state.store import RunRecord, StepRecord
+from .markup import Safe, clock, el, join, path, seconds
+
+# A step's output shown on the run page: its last characters (the step's page shows all that was kept).
+TAIL_CHARS = 4096
+# Statuses that wait for a person's answer.
+ASKING = (RunState.AWAITING_APPROVAL, RunState.AWAITING_DECISION)
+# What each waiting status waits for, in a person's words.
+WAITS_FOR = {
+    RunState.AWAITING_AGENT: "the agent's hand-back",
+    RunState.AWAITING_APPROVAL: "a person's approval",
+    RunState.AWAITING_DECISION: "a person's decision",
+}
+FINISHED = {RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED, RunState.INTERRUPTED}
+# An SVG bar's width in its own units (drawn at 100% of its box): the run's whole span.
+BAR_UNITS = 1000
+
+
+@dataclass(frozen=True)
+class Asking:
+    """A run that waits for a person, with its question."""
+
+    record: RunRecord
+    question: Question
+
+
+# --- runs ---------------------------------------------------------------------------------------------------------
+
+
+def runs_body(records: Sequence[RunRecord], status: str, ability: str, abilities: Sequence[str]) -> Safe:
+    """The runs list, newest first, with its filters (a GET form: the filters are in the address, live too)."""
+    status_choice = el(
+        "select",
+        el("option", "any status", value=""),
+        [el("option", s.value, value=s.value, selected=s.value == status) for s in RunState],
+        id="filter-status",
+        name="status",
+    )
+    ability_choice = el(
+        "select",
+        el("option", "any ability", value=""),
+        [el("option", a, value=a, selected=a == ability) for a in abilities],
+        id="filter-ability",
+        name="ability",
+    )
+    filters = el(
+        "form",
+        el("label", "Status", for_="filter-status"),
+        status_choice,
+        el("label", "Ability", for_="filter-ability"),
+        ability_choice,
+        el("button", "Filter", type="submit"),
+        method="get",
+        action="/",
+        class_="filters",
+        aria_label="Filter runs",
+    )
+    head = el(
+        "thead", el("tr", [el("th", h, scope="col") for h in ("Run", "Ability", "Status", "Started", "Took", "Steps")])
+    )
+    rows = [_run_row(r) for r in records] or [el("tr", el("td", _no_runs(status, ability), colspan="6"), id="no-runs")]
+    table = el(
+        "table",
+        el("caption", "Runs, newest first"),
+        head,
+        el("tbody", rows, id="runs-body", data_live="keyed"),
+        id="runs",
+    )
+    return join([filters, el("div", table, class_="scroll")])
+
+
+def _no_runs(status: str, ability: str) -> str:
+    if status or ability:
+        return "No run matches these filters."
+    return "No runs yet. Start one from your agent (ability_run) or with `abilities-mcp run NAME`."
+
+
+def _run_row(r: RunRecord) -> Safe:
+    done = sum(s.status in ("completed", "skipped") for s in r.steps)
+    return el(
+        "tr",
+        el("td", el("a", r.run_id, href=path("runs", r.run_id))),
+        el("td", el("a", r.ability, href=path("abilities", r.ability, keep_slashes=True))),
+        el(
+            "td",
+            _status(r.status),
+            " ",
+            el("span", f"(waits for {WAITS_FOR[r.status]})", class_="note") if r.status in WAITS_FOR else None,
+        ),
+        el("td", clock(r.started_at)),
+        el("td", seconds(_took(r))),
+        el("td", f"{done}/{len(r.steps)}"),
+        id=f"run-{r.run_id}",
+        data_run=r.run_id,
+        data_status=r.status,
+    )
+
+
+def _status(status: str) -> Safe:
+    return el("span", status, class_=f"status status-{status}")
+
+
+def _took(r: RunRecord) -> float:
+    return (r.finished_at or time.time()) - r.started_at
+
+
+# --- one run ------------------------------------------------------------------------------------------------------
+
+
+def run_body(record: RunRecord, children: Sequence[RunRecord], parent: RunRecord | None, svg: str) -> Safe:
+    """A run's timeline: each step with status, attempts, a bar for when it ran, exit code and output's end; its
+    child runs, its answers and inputs; and the ability as it ran, as a graph coloured by step status (`svg`, from
+    graph.py, which escapes what it draws)."""
+    facts = el(
+        "dl",
+        el("dt", "Ability"),
+        el("dd", el("a", record.ability, href=path("abilities", record.ability, keep_slashes=True))),
+        el("dt", "Status"),
+        el("dd", el("span", record.status, id="run-status", class_=f"status status-{record.status}")),
+        el("dt", "Started"),
+        el("dd", clock(record.started_at)),
+        el("dt", "Took" if record.finished_at else "Running for"),
+        el("dd", seconds(_took(record))),
+        el("dt", "Session"),
+        el("dd", el("code", record.session_id)),
+        el("dt", "Enforcement"),
+        el("dd", record.enforcement),
+        [el("dt", "Part of"), el("dd", el("a", parent.run_id, href=path("runs", parent.run_id)))] if parent else None,
+        id="run-facts",
+        class_="facts",
+    )
+    notes = [
+        el("p", "Error: ", record.error, class_="error", role="alert") if record.error else None,
+        el("p", record.trust_note, class_="note") if record.trust_note else None,
+        el("p", "This run waits for your answer: ", el("a", "answer it", href=f"/waiting#ask-{record.run_id}"), ".")
+        if record.status in ASKING
+        else None,
+    ]
+    timeline = el("ol", [_step_item(record, s) for s in record.steps], id="timeline", data_live="keyed")
+    return el(
+        "div",
+        facts,
+        el("div", notes, id="run-notes"),
+        el("h2", "Timeline", id="timeline-title"),
+        timeline,
+        _children(children),
+        _answers(record),
+        el(
+            "figure", Safe(svg), el("figcaption", "The steps as this run has them, coloured by status."), id="run-graph"
+        ),
+        el("section", el("h2", "Inputs"), el("pre", _json(record.inputs)), id="run-inputs"),
+        id="run-live",
+        data_live="keyed",
+        data_run=record.run_id,
+    )
+
+
+def _step_item(record: RunRecord, step: StepRecord) -> Safe:
+    facts = [
+        el("span", step.type, class_="type"),
+        _status(step.status),
+        el("span", f"{step.attempts} attempt{'s' if step.attempts != 1 else ''}") if step.attempts else None,
+        el("span", f"exit {step.exit_code}", class_="exit") if step.exit_code is not None else None,
+        el("span", seconds(_step_seconds(step))) if step.started_at else None,
+    ]
+    output = _tail(step.output, step.output_bytes, "Output")
+    errors = _tail(step.stderr, step.stderr_bytes, "Errors (stderr)")
+    links = [el("a", "Follow output", href=path("runs", record.run_id, "steps", step.step_id))]
+    if step.child_run:
+        links += [" · ", el("a", f"child run {step.child_run}", href=path("runs", step.child_run))]
+    return el(
+        "li",
+        el("p", el("strong", step.step_id), " ", join(_spaced(facts)), class_="step-head"),
+        _bar(record, step),
+        el("p", step.error, class_="error") if step.error else None,
+        output,
+        errors,
+        el("p", links, class_="links"),
+        id=f"step-{step.step_id}",
+        data_step=step.step_id,
+        data_status=step.status,
+        class_="step",
+    )
+
+
+def _spaced(items: Sequence[Safe | None]) -> list[Safe]:
+    shown = [i for i in items if i is not None]
+    return [x for i, item in enumerate(shown) for x in ((Safe(" ") if i else Safe("")), item)]
+
+
+def _step_seconds(step: StepRecord) -> float | None:
+    if step.duration_ms is not None:
+        return step.duration_ms / 1000
+    if step.started_at is None:
+        return None
+    return (step.finished_at or time.time()) - step.started_at
+
+
+def _bar(record: RunRecord, step: StepRecord) -> Safe | None:
+    """When the step ran within the run, as a bar: an SVG rectangle (the page's policy allows no inline style, and
+    this draws without the script too)."""
+    if step.started_at is None:
+        return None
+    span = max(_took(record), 1e-3)
+    start = min(max(step.started_at - record.started_at, 0.0) / span, 1.0)
+    width = min(max((_step_seconds(step) or 0.0) / span, 0.004), 1.0 - start)
+    label = f"ran {seconds(_step_seconds(step))}, from {seconds(step.started_at - record.started_at)} into the run"
+    rect = el("rect", x=f"{start * BAR_UNITS:.1f}", y="0", width=f"{max(width, 0.004) * BAR_UNITS:.1f}", height="10")
+    return el(
+        "svg",
+        el("title", label),
+        rect,
+        class_=f"bar bar-{step.status}",
+        viewBox=f"0 0 {BAR_UNITS} 10",
+        preserveAspectRatio="none",
+        role="img",
+        aria_label=label,
+    )
+
+
+def _tail(text: str | None, size: int | None, label: str) -> Safe | None:
+    if not text:
+        return None
+    shown = text[-TAIL_CHARS:]
+    cut = (
+        f" (the last {len(shown)} of {size if size is not None else len(text)} characters)"
+        if len(shown) < (size or len(text))
+        else ""
+    )
+    return el("figure", el("figcaption", label, cut), el("pre", shown, tabindex="0"), class_="output")
+
+
+def _children(children: Sequence[RunRecord]) -> Safe:
+    items = [
+        el("li", el("a", c.run_id, href=path("runs", c.run_id)), " ", c.ability, " ", _status(c.status))
+        for c in children
+    ]
+    return el("section", el("h2", "Child runs"), el("ul", items) if items else el("p", "None."), id="run-children")
+
+
+def _answers(record: RunRecord) -> Safe:
+    """Who let the run on, through what, and when (the answer trail)."""
+    items = [
+        el("li", el("code", a["step_id"] or "plan"), ": ", a["detail"], " at ", clock(a["at"])) for a in record.answers
+    ]
+    return el("section", el("h2", "Answers"), el("ul", items) if items else el("p", "None yet."), id="run-answers")
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+# --- one step's output ---------------------------------------------------------------------------------------------
+
+
+def step_body(record: RunRecord, step: StepRecord, follow_url: str | None) -> Safe:
+    """All that was kept of a step's output; while it runs, its output as it comes (app.js, from the spool)."""
+    kept = [
+        _kept(step.output, step.output_bytes, "Output (stdout)"),
+        _kept(step.stderr, step.stderr_bytes, "Errors (stderr)"),
+    ]
+    live = None
+    if follow_url is not None:
+        live = el(
+            "section",
+            el("h2", "As it runs"),
+            el("p", "New output appears here while the step runs (it needs the page's script).", class_="note"),
+            el("pre", "", id="follow", data_follow=follow_url, tabindex="0"),
+            id="follow-section",
+        )
+    return join(
+        [
+            el(
+                "p",
+                "Step ",
+                el("code", step.step_id),
+                " of run ",
+                el("a", record.run_id, href=path("runs", record.run_id)),
+                ": ",
+                el("span", step.status, id="step-status", class_=f"status status-{step.status}"),
+                f", exit {step.exit_code}" if step.exit_code is not None else None,
+                ". At a terminal: ",
+                el("code", f"abilities-mcp logs --follow {record.run_id} {step.step_id}"),
+            ),
+            live,
+            [k for k in kept if k is not None] or el("p", "Nothing was printed (or nothing yet)."),
+        ]
+    )
+
+
+def _kept(text: str | None, size: int | None, label: str) -> Safe | None:
+    if not text:
+        return None
+    cut = ", head and tail kept" if "bytes truncated of" in text else ""
+    return el(
+        "section",
+        el("h2", label, el("span", f" ({size if size is not None else len(text)} bytes{cut})", class_="note")),
+        el("pre", text, tabindex="0"),
+    )
+
+
+# --- waiting for you -----------------------------------------------------------------------------------------------
+
+
+def waiting_body(asking: Sequence[Asking], calls: Sequence[CallApproval], csrf: str, flash: str | None) -> Safe:
+    """Every run question and call approval that waits for a person, each with its buttons."""
+    items = [_run_question(a, csrf) for a in asking] + [_call(c, csrf) for c in calls]
+    empty = el("p", "Nothing waits for your answer.", id="nothing-waits") if not items else None
+    return join(
+        [
+            el("p", flash or "", id="flash", role="status"),
+            el("section", el("h2", "Waiting", class_="visually-hidden"), items, empty, id="waiting", data_live="keyed"),
+        ]
+    )
+
+
+def _run_question(a: Asking, csrf: str) -> Safe:
+    r, q = a.record, a.question
+    if q.kind == "decision":
+        buttons = [el("button", o.label, type="submit", name="answer", value=o.value) for o in q.options]
+    else:
+        buttons = [
+            el("button", "Approve", type="submit", name="answer", value="approve", class_="approve"),
+            el("button", "Reject", type="submit", name="answer", value="reject", class_="reject"),
+        ]
+        buttons += [
+            el("button", o.label, type="submit", name="answer", value=o.value) for o in q.options if not q.is_yes_no
+        ]
+    heading = {"approval": "Approval", "plan": "Plan approval", "decision": "Decision"}[q.kind]
+    deadline = [" · answer by ", clock(q.deadline)] if q.deadline else []
+    return el(
+        "article",
+        el(
+            "h3",
+            heading,
+            " for ",
+            el("a", r.ability, href=path("abilities", r.ability, keep_slashes=True)),
+            id=f"ask-title-{r.run_id}",
+        ),
+        el(
+            "p",
+            "Run ",
+            el("a", r.run_id, href=path("runs", r.run_id)),
+            ", step ",
+            el("code", q.step_id),
+            *deadline,
+            class_="meta",
+        ),
+        el("pre", q.message(r.run_id, r.ability), class_="question"),
+        _what_runs(r),
+        _answer_form(
+            path("waiting", "runs", r.run_id),
+            csrf,
+            buttons,
+            step=q.step_id,
+            question=q.id,
+            label_id=f"ask-title-{r.run_id}",
+        ),
+        el("p", "", class_="problem", role="alert"),
+        id=f"ask-{r.run_id}",
+        data_run=r.run_id,
+        aria_labelledby=f"ask-title-{r.run_id}",
+    )
+
+
+def _what_runs(r: RunRecord) -> Safe:
+    """What would run after a yes: the inputs and the steps still to come, each script's command as written."""
+    by_id = {s.get("id"): s for s in r.definition.get("steps", []) if isinstance(s, dict)}
+    rows = []
+    for step in r.steps:
+        if step.status not in ("pending", "awaiting"):
+            continue
+        spec = by_id.get(step.step_id, {})
+        what = spec.get("run") or spec.get("workflow") or spec.get("prompt") or spec.get("skill") or ""
+        rows.append(el("li", el("code", step.step_id), f" ({step.type})", el("pre", what) if what else None))
+    return el(
+        "details",
+        el("summary", "What would run: the inputs and the steps still to come"),
+        el("pre", _json(r.inputs)),
+        el("ol", rows) if rows else el("p", "No step after this one."),
+        class_="what-runs",
+    )
+
+
+def _call(c: CallApproval, csrf: str) -> Safe:
+    title = f"call-title-{c.call_id}"
+    buttons = [
+        el("button", "Approve", type="submit", name="answer", value="approve", class_="approve"),
+        el("button", "Reject", type="submit", name="answer", value="reject", class_="reject"),
+    ]
+    return el(
+        "article",
+        el("h3", "Tool call ", el("code", c.tool), id=title),
+        el(
+            "p",
+            f"In a session of {c.client or 'a client'}, for workflow {', '.join(c.workflows)} · ",
+            describe(c),
+            class_="meta",
+        ),
+        el("p", c.prompt) if c.prompt else None,
+        el("p", "The call, exactly:"),
+        el("pre", c.shown, class_="call", tabindex="0"),
+        el("p", "A yes lets this exact call run once; another call, or this one again, needs its own.", class_="note"),
+        _answer_form(path("waiting", "calls", c.call_id), csrf, buttons, label_id=title),
+        el("p", "", class_="problem", role="alert"),
+        id=f"ask-{c.call_id}",
+        data_call=c.call_id,
+        aria_labelledby=title,
+    )
+
+
+def _answer_form(action: str, csrf: str, buttons: list[Safe], label_id: str, **hidden: str) -> Safe:
+    note_id = f"note-{label_id}"
+    return el(
+        "form",
+        el("input", type="hidden", name="csrf", value=csrf),
+        [el("input", type="hidden", name=k, value=v) for k, v in hidden.items()],
+        el("label", "Note for the record (optional)", for_=note_id),
+        el("input", type="text", id=note_id, name="note", maxlength="500", autocomplete="off"),
+        el("div", buttons, class_="buttons"),
+        method="post",
+        action=action,
+        class_="answer",
+        data_answer="",
+        aria_labelledby=label_id,
+    )
