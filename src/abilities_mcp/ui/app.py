@@ -38,16 +38,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..abilities.catalog import Catalog
-from ..engine.core import Engine
-from ..engine.questions import Question
 from ..engine.recovery import recover_orphans
-from ..errors import Refused, did_you_mean
-from ..prerequisites.approvals import CallApprovals, NotPending
+from ..errors import did_you_mean
+from ..prerequisites.approvals import CallApprovals
 from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, SessionState
 from ..state.database import Database
 from ..state.project import Project
 from ..state.store import LIVE, Store
-from . import definitions, live, pages
+from . import answers, definitions, live, pages
 from .auth import Gate, Guard, Session
 from .markup import el, inert, join, layout, path, refusal_page
 
@@ -263,73 +261,41 @@ async def waiting(page: Page, request: Request) -> Response:
     def render() -> Response:
         with closing(page.store()) as store:
             recover_orphans(store)
-            asking = _asking(store)
+            found = answers.asking(store)
             calls = CallApprovals(store).waiting()
         session = request.scope["state"]["session"]
-        body = pages.waiting_body(asking, calls, session.csrf, flash)
+        body = answers.waiting_body(found, calls, session.csrf, flash)
         return page.html(request, "Waiting for you", body, "/waiting")
 
     return await _in_thread(render)
 
 
-def _asking(store: Store) -> list[pages.Asking]:
-    """Every run that waits for a person's answer, child runs too, oldest first."""
-    found: list[pages.Asking] = []
-    todo = store.runs(limit=LISTED_RUNS, live_only=True)
-    while todo:
-        record = todo.pop()
-        todo += store.children(record.run_id)
-        if record.status in pages.ASKING and record.question:
-            try:
-                found.append(pages.Asking(record, Question.from_json(record.question)))
-            except (TypeError, KeyError, ValueError):  # not written by this program: nothing a person could answer
-                continue
-    return sorted(found, key=lambda a: a.record.updated_at)
-
-
 async def answer_run(page: Page, request: Request) -> Response:
-    """A person's answer to a run's question, given on the page: recorded with channel web, first answer wins."""
-    run_id, form = request.path_params["run_id"], await _form(request)
-    origin = page.origin(request)
+    """A person's answer to a run's question, given on the page (answers.py)."""
+    run_id, form, origin = request.path_params["run_id"], await _form(request), page.origin(request)
 
     def record() -> Response:
         with closing(page.store()) as store:
-            engine = Engine(store, page.catalog)
             try:
-                _, question = engine.pending_question(run_id, form.get("step") or None, "web")
-                if form.get("question") and form["question"] != question.id:
-                    raise ValueError("the run asks another question now; reload the page to see it")
-                answer = _answer(question, form.get("answer", ""), form.get("note") or None, origin)
-                engine.record_answer(run_id, question, answer)
-            except (Refused, ValueError) as exc:
+                said = answers.answer_run(store, page.catalog, run_id, form, origin)
+            except answers.NotTaken as exc:
                 return _not_taken(page, request, str(exc))
-        return _taken(request, run_id, f"Recorded: {answer.summary()}.")
+        return _taken(request, run_id, said)
 
     return await _in_thread(record)
 
 
-def _answer(question: Question, value: str, note: str | None, origin: str):
-    if question.kind != "decision" and value in ("approve", "reject"):
-        return question.from_yes_no(value == "approve", "web", note, origin=origin)
-    return question.from_choice(value, "web", note, origin=origin)
-
-
 async def answer_call(page: Page, request: Request) -> Response:
-    """A person's yes (or no) to one tool call a workflow holds, given on the page."""
-    call_id, form = request.path_params["call_id"], await _form(request)
-    origin = page.origin(request)
+    """A person's yes (or no) to one tool call a workflow holds, given on the page (answers.py)."""
+    call_id, form, origin = request.path_params["call_id"], await _form(request), page.origin(request)
 
     def record() -> Response:
-        if form.get("answer") not in ("approve", "reject"):
-            return _not_taken(page, request, "answer with Approve or Reject")
         with closing(Database(page.project.state_db)) as db:
             try:
-                done = CallApprovals(db).answer(
-                    call_id, form["answer"] == "approve", f"{page.user} on the page", "web", origin, form.get("note")
-                )
-            except NotPending as exc:
+                said = answers.answer_call(db, call_id, form, f"{page.user} on the page", origin)
+            except answers.NotTaken as exc:
                 return _not_taken(page, request, str(exc))
-        return _taken(request, call_id, f"Recorded: {done.status} {done.call_id}.")
+        return _taken(request, call_id, said)
 
     return await _in_thread(record)
 

@@ -1,9 +1,8 @@
-"""The pages about runs, server-rendered: the runs list, a run's timeline, a step's output, and what waits for a
-person with its Approve / Reject buttons. Every value goes through markup.el, escaped and inert.
+"""The pages about runs, server-rendered: the runs list, a run's timeline and a step's output. Every value goes
+through markup.el, escaped and inert.
 
 Elements the browser tests find (keep them): `table#runs` with `tr[data-run][data-status]`; `ol#timeline` with
-`li[data-step][data-status]`; `span#run-status`; `section#waiting` with `article[data-run]` / `article[data-call]`
-and `button[name=answer]` (value approve / reject, or a decision's option value). Elements marked `data-live` are
+`li[data-step][data-status]`; `span#run-status` (the waiting page's are answers.py's). Elements marked `data-live` are
 refreshed by app.js when the event stream says something changed; `data-live="keyed"` ones keep the children whose
 id and content did not change (a note being typed survives).
 """
@@ -13,11 +12,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..engine.machine import RunState
-from ..engine.questions import Question
-from ..prerequisites.approvals import CallApproval, describe
 from ..state.store import RunRecord, StepRecord
 from .markup import Safe, clock, el, join, path, seconds
 
@@ -34,14 +30,6 @@ WAITS_FOR = {
 FINISHED = {RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED, RunState.INTERRUPTED}
 # An SVG bar's width in its own units (drawn at 100% of its box): the run's whole span.
 BAR_UNITS = 1000
-
-
-@dataclass(frozen=True)
-class Asking:
-    """A run that waits for a person, with its question."""
-
-    record: RunRecord
-    question: Question
 
 
 # --- runs ---------------------------------------------------------------------------------------------------------
@@ -316,131 +304,4 @@ def _kept(text: str | None, size: int | None, label: str) -> Safe | None:
         "section",
         el("h2", label, el("span", f" ({size if size is not None else len(text)} bytes{cut})", class_="note")),
         el("pre", text, tabindex="0"),
-    )
-
-
-# --- waiting for you -----------------------------------------------------------------------------------------------
-
-
-def waiting_body(asking: Sequence[Asking], calls: Sequence[CallApproval], csrf: str, flash: str | None) -> Safe:
-    """Every run question and call approval that waits for a person, each with its buttons."""
-    items = [_run_question(a, csrf) for a in asking] + [_call(c, csrf) for c in calls]
-    empty = el("p", "Nothing waits for your answer.", id="nothing-waits") if not items else None
-    return join(
-        [
-            el("p", flash or "", id="flash", role="status"),
-            el("section", el("h2", "Waiting", class_="visually-hidden"), items, empty, id="waiting", data_live="keyed"),
-        ]
-    )
-
-
-def _run_question(a: Asking, csrf: str) -> Safe:
-    r, q = a.record, a.question
-    if q.kind == "decision":
-        buttons = [el("button", o.label, type="submit", name="answer", value=o.value) for o in q.options]
-    else:
-        buttons = [
-            el("button", "Approve", type="submit", name="answer", value="approve", class_="approve"),
-            el("button", "Reject", type="submit", name="answer", value="reject", class_="reject"),
-        ]
-        buttons += [
-            el("button", o.label, type="submit", name="answer", value=o.value) for o in q.options if not q.is_yes_no
-        ]
-    heading = {"approval": "Approval", "plan": "Plan approval", "decision": "Decision"}[q.kind]
-    deadline = [" · answer by ", clock(q.deadline)] if q.deadline else []
-    return el(
-        "article",
-        el(
-            "h3",
-            heading,
-            " for ",
-            el("a", r.ability, href=path("abilities", r.ability, keep_slashes=True)),
-            id=f"ask-title-{r.run_id}",
-        ),
-        el(
-            "p",
-            "Run ",
-            el("a", r.run_id, href=path("runs", r.run_id)),
-            ", step ",
-            el("code", q.step_id),
-            *deadline,
-            class_="meta",
-        ),
-        el("pre", q.message(r.run_id, r.ability), class_="question"),
-        _what_runs(r),
-        _answer_form(
-            path("waiting", "runs", r.run_id),
-            csrf,
-            buttons,
-            step=q.step_id,
-            question=q.id,
-            label_id=f"ask-title-{r.run_id}",
-        ),
-        el("p", "", class_="problem", role="alert"),
-        id=f"ask-{r.run_id}",
-        data_run=r.run_id,
-        aria_labelledby=f"ask-title-{r.run_id}",
-    )
-
-
-def _what_runs(r: RunRecord) -> Safe:
-    """What would run after a yes: the inputs and the steps still to come, each script's command as written."""
-    by_id = {s.get("id"): s for s in r.definition.get("steps", []) if isinstance(s, dict)}
-    rows = []
-    for step in r.steps:
-        if step.status not in ("pending", "awaiting"):
-            continue
-        spec = by_id.get(step.step_id, {})
-        what = spec.get("run") or spec.get("workflow") or spec.get("prompt") or spec.get("skill") or ""
-        rows.append(el("li", el("code", step.step_id), f" ({step.type})", el("pre", what) if what else None))
-    return el(
-        "details",
-        el("summary", "What would run: the inputs and the steps still to come"),
-        el("pre", _json(r.inputs)),
-        el("ol", rows) if rows else el("p", "No step after this one."),
-        class_="what-runs",
-    )
-
-
-def _call(c: CallApproval, csrf: str) -> Safe:
-    title = f"call-title-{c.call_id}"
-    buttons = [
-        el("button", "Approve", type="submit", name="answer", value="approve", class_="approve"),
-        el("button", "Reject", type="submit", name="answer", value="reject", class_="reject"),
-    ]
-    return el(
-        "article",
-        el("h3", "Tool call ", el("code", c.tool), id=title),
-        el(
-            "p",
-            f"In a session of {c.client or 'a client'}, for workflow {', '.join(c.workflows)} · ",
-            describe(c),
-            class_="meta",
-        ),
-        el("p", c.prompt) if c.prompt else None,
-        el("p", "The call, exactly:"),
-        el("pre", c.shown, class_="call", tabindex="0"),
-        el("p", "A yes lets this exact call run once; another call, or this one again, needs its own.", class_="note"),
-        _answer_form(path("waiting", "calls", c.call_id), csrf, buttons, label_id=title),
-        el("p", "", class_="problem", role="alert"),
-        id=f"ask-{c.call_id}",
-        data_call=c.call_id,
-        aria_labelledby=title,
-    )
-
-
-def _answer_form(action: str, csrf: str, buttons: list[Safe], label_id: str, **hidden: str) -> Safe:
-    note_id = f"note-{label_id}"
-    return el(
-        "form",
-        el("input", type="hidden", name="csrf", value=csrf),
-        [el("input", type="hidden", name=k, value=v) for k, v in hidden.items()],
-        el("label", "Note for the record (optional)", for_=note_id),
-        el("input", type="text", id=note_id, name="note", maxlength="500", autocomplete="off"),
-        el("div", buttons, class_="buttons"),
-        method="post",
-        action=action,
-        class_="answer",
-        data_answer="",
-        aria_labelledby=label_id,
     )
