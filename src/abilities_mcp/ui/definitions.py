@@ -19,7 +19,7 @@ from ..prerequisites.gates import NOBODY, Done, name_of, satisfied, standing
 from ..prerequisites.workflows import Workflow, WorkflowSet
 from ..skills.router import Match
 from ..skills.spec import Skill
-from .markup import Safe, clock, el, escape, join, path
+from .markup import Safe, clock, el, escape, join, path, scroll
 
 
 class SessionRecords(NamedTuple):
@@ -60,7 +60,7 @@ def abilities_body(definitions: Sequence[Definition], problems: Mapping[str, int
     body = el(
         "tbody", rows or el("tr", el("td", "No abilities in this project: add abilities/NAME.yaml.", colspan="5"))
     )
-    return el("div", el("table", el("caption", "The project's abilities"), head, body, id="abilities"), class_="scroll")
+    return scroll(el("table", el("caption", "The project's abilities"), head, body, id="abilities"), "Abilities")
 
 
 def ability_body(definition: Definition, problems: Sequence[Diagnostic], svg: str | None) -> Safe:
@@ -113,7 +113,7 @@ def _steps_table(data: dict[str, Any]) -> Safe:
         if isinstance(s, dict)
     ]
     head = el("thead", el("tr", [el("th", h, scope="col") for h in ("Step", "Type", "Needs", "When", "Does")]))
-    return el("div", el("table", head, el("tbody", rows)), class_="scroll")
+    return scroll(el("table", head, el("tbody", rows)), "Steps")
 
 
 def _what(step: dict[str, Any]) -> Safe:
@@ -178,11 +178,7 @@ def skills_body(
         [
             route,
             found,
-            el(
-                "div",
-                el("table", el("caption", "The skills the server offers"), head, listed, id="skills"),
-                class_="scroll",
-            ),
+            scroll(el("table", el("caption", "The skills the server offers"), head, listed, id="skills"), "Skills"),
             el("section", el("h2", "Problems"), el("ul", issues) if issues else el("p", "None."), id="skill-problems"),
         ]
     )
@@ -286,4 +282,4 @@ def _calls(calls: Sequence[CallApproval]) -> Safe:
         "thead",
         el("tr", [el("th", h, scope="col") for h in ("Call", "Tool", "The call (first line)", "What became of it")]),
     )
-    return el("div", el("table", head, el("tbody", rows)), class_="scroll")
+    return scroll(el("table", head, el("tbody", rows)), "Call approvals")

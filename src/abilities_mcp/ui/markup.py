@@ -72,6 +72,12 @@ def join(children: Iterable[object]) -> Safe:
     return Safe("".join(out))
 
 
+def scroll(content: object, label: str) -> Safe:
+    """A box that scrolls sideways on its own (a wide table on a narrow window), never the page; keyboard users can
+    focus it to scroll it."""
+    return el("div", content, class_="scroll", role="region", aria_label=label, tabindex="0")
+
+
 def path(*parts: str, keep_slashes: bool = False) -> str:
     """A URL path from segments, each quoted (an ability's name keeps its slashes)."""
     return "/" + "/".join(quote(p, safe="/" if keep_slashes else "") for p in parts)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ..engine.machine import RunState
 from ..state.store import RunRecord, StepRecord
-from .markup import Safe, clock, el, join, path, seconds
+from .markup import Safe, clock, el, join, path, scroll, seconds
 
 # A step's output shown on the run page: its last characters (the step's page shows all that was kept).
 TAIL_CHARS = 4096
@@ -53,10 +53,8 @@ def runs_body(records: Sequence[RunRecord], status: str, ability: str, abilities
     )
     filters = el(
         "form",
-        el("label", "Status", for_="filter-status"),
-        status_choice,
-        el("label", "Ability", for_="filter-ability"),
-        ability_choice,
+        el("span", el("label", "Status", for_="filter-status"), " ", status_choice, class_="field"),
+        el("span", el("label", "Ability", for_="filter-ability"), " ", ability_choice, class_="field"),
         el("button", "Filter", type="submit"),
         method="get",
         action="/",
@@ -74,7 +72,7 @@ def runs_body(records: Sequence[RunRecord], status: str, ability: str, abilities
         el("tbody", rows, id="runs-body", data_live="keyed"),
         id="runs",
     )
-    return join([filters, el("div", table, class_="scroll")])
+    return join([filters, scroll(table, "Runs")])
 
 
 def _no_runs(status: str, ability: str) -> str:
@@ -171,9 +169,10 @@ def _step_item(record: RunRecord, step: StepRecord) -> Safe:
         el("span", f"exit {step.exit_code}", class_="exit") if step.exit_code is not None else None,
         el("span", seconds(_step_seconds(step))) if step.started_at else None,
     ]
-    output = _tail(step.output, step.output_bytes, "Output")
-    errors = _tail(step.stderr, step.stderr_bytes, "Errors (stderr)")
-    links = [el("a", "Follow output", href=path("runs", record.run_id, "steps", step.step_id))]
+    output = _tail(step.output, "Output")
+    errors = _tail(step.stderr, "Errors (stderr)")
+    here = path("runs", record.run_id, "steps", step.step_id)
+    links = [el("a", "Follow output" if step.type == "script" else "Output", href=here)]
     if step.child_run:
         links += [" · ", el("a", f"child run {step.child_run}", href=path("runs", step.child_run))]
     return el(
@@ -226,16 +225,11 @@ def _bar(record: RunRecord, step: StepRecord) -> Safe | None:
     )
 
 
-def _tail(text: str | None, size: int | None, label: str) -> Safe | None:
+def _tail(text: str | None, label: str) -> Safe | None:
     if not text:
         return None
-    shown = text[-TAIL_CHARS:]
-    cut = (
-        f" (the last {len(shown)} of {size if size is not None else len(text)} characters)"
-        if len(shown) < (size or len(text))
-        else ""
-    )
-    return el("figure", el("figcaption", label, cut), el("pre", shown, tabindex="0"), class_="output")
+    cut = f" (its last {TAIL_CHARS} characters; Output shows all that was kept)" if len(text) > TAIL_CHARS else ""
+    return el("figure", el("figcaption", label, cut), el("pre", text[-TAIL_CHARS:], tabindex="0"), class_="output")
 
 
 def _children(children: Sequence[RunRecord]) -> Safe:
