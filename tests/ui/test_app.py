@@ -159,6 +159,20 @@ async def test_a_link_older_than_ten_minutes_is_refused_and_spent(
     assert (await browser.get(link)).status_code == 403
 
 
+async def test_a_link_preview_head_request_leaves_the_link_unspent(browser: httpx.AsyncClient, gate: Gate) -> None:
+    looked = await browser.head(_link(gate))
+    assert looked.status_code == 200 and "set-cookie" not in looked.headers
+    assert (await browser.get(_link(gate))).status_code == 303
+
+
+async def test_the_session_cookie_is_found_among_other_pages_cookies(person: httpx.AsyncClient) -> None:
+    ours = person.cookies[COOKIE]
+    person.cookies.clear()  # sent by hand below, as a browser sends every cookie of 127.0.0.1, whatever its port
+    crowded = f'theme="dark; wide"; junk; a=b=c; {COOKIE}={ours}; other=1'
+    assert (await person.get("/", headers={"cookie": crowded})).status_code == 200
+    assert (await person.get("/", headers={"cookie": f"{COOKIE}={ours}x"})).status_code == 401
+
+
 @pytest.mark.parametrize("token", ["", "x", "A" * 43], ids=["empty", "short", "guessed"])
 async def test_a_wrong_token_is_refused_and_leaves_the_link_usable(
     browser: httpx.AsyncClient, gate: Gate, token: str

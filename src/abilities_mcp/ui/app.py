@@ -135,6 +135,8 @@ async def _in_thread(function: Callable[[], Response]) -> Response:
 
 
 async def login(page: Page, request: Request) -> Response:
+    if request.method == "HEAD":  # a link preview looking, not the person opening it: the link stays unspent
+        return Response(status_code=200, media_type="text/html")
     session = page.gate.login(request.query_params.get("token", ""))
     if session is None:
         message = (

@@ -15,7 +15,6 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -122,13 +121,13 @@ def csrf_ok(session: Session, header: str | None, body: bytes, content_type: str
 
 
 def _cookie(header: str, name: str) -> str | None:
-    jar = SimpleCookie()
-    try:
-        jar.load(header)
-    except Exception:  # http.cookies raises CookieError, and worse, on hostile headers: no cookie then
-        return None
-    morsel = jar.get(name)
-    return morsel.value if morsel is not None else None
+    """One cookie's value from a Cookie header, read by hand: cookies ignore ports, so other pages on 127.0.0.1 may
+    have left cookies here that http.cookies would stop at, losing ours after them."""
+    for part in header.split(";"):
+        key, sep, value = part.strip().partition("=")
+        if sep and key == name:
+            return value.strip().strip('"')
+    return None
 
 
 class Guard:
