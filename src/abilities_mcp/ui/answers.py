@@ -101,7 +101,14 @@ def waiting_body(asking: Sequence[Asking], calls: Sequence[CallApproval], csrf: 
     return join(
         [
             el("p", flash or "", id="flash", role="status"),
-            el("section", el("h2", "Waiting", class_="visually-hidden"), items, empty, id="waiting", data_live="keyed"),
+            el(
+                "section",
+                el("h2", "Waiting", id="waiting-title", class_="visually-hidden"),
+                items,
+                empty,
+                id="waiting",
+                data_live="keyed",
+            ),
         ]
     )
 

@@ -112,10 +112,15 @@ def create_app(
         Route("/skills", _bound(skills, page)),
         Route("/prerequisites", _bound(prerequisites, page)),
         Route("/events", _bound(events, page)),
+        Route("/favicon.ico", _no_icon),  # browsers ask for one; there is none
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     handlers = {HTTPException: _bound(_http_error, page), Exception: _bound(_bug, page)}
     return Guard(Starlette(routes=routes, exception_handlers=handlers), gate, refusal_page)
+
+
+async def _no_icon(request: Request) -> Response:
+    return Response(status_code=204)
 
 
 def _bound(route: Callable[..., Any], page: Page) -> Callable[..., Any]:

@@ -59,9 +59,14 @@
     for (const name of old.getAttributeNames()) if (!now.hasAttribute(name)) old.removeAttribute(name);
     for (const attribute of now.attributes) old.setAttribute(attribute.name, attribute.value);
     const byId = new Map();
-    for (const child of old.children) if (child.id) byId.set(child.id, child);
+    const unnamed = [];
+    for (const child of old.children) (child.id ? byId.set(child.id, child) : unnamed.push(child));
     const wanted = Array.from(now.children, (child) => {
-      const before = child.id ? byId.get(child.id) : undefined;
+      if (!child.id) {
+        const same = unnamed.findIndex((before) => before.isEqualNode(child));
+        return same >= 0 ? unnamed.splice(same, 1)[0] : document.importNode(child, true);
+      }
+      const before = byId.get(child.id);
       return before ? reconcile(before, child) : document.importNode(child, true);
     });
     wanted.forEach((node, index) => {
