@@ -57,9 +57,10 @@ def serve_page(project: Project, args: argparse.Namespace, harden: Callable[[], 
 
     gate = Gate(sock.getsockname()[1])
     stopping = threading.Event()
-    app = create_app(project, gate, session_ttl=args.session_ttl, stopping=stopping)
-    print(f"Open {gate.login_url()}", flush=True)
-    asyncio.run(_serve(app, sock, stopping))
+    server = _Server(_config(create_app(project, gate, session_ttl=args.session_ttl, stopping=stopping)), stopping)
+    with server.stopped_by_signals():  # before the link shows: a stop sent once it is read must end it cleanly
+        print(f"Open {gate.login_url()}", flush=True)
+        asyncio.run(server.serve(sockets=[sock]))
     return 0
 
 
@@ -76,8 +77,8 @@ def _listen(port: int) -> socket.socket:
     return sock
 
 
-async def _serve(app, sock: socket.socket, stopping: threading.Event) -> None:
-    config = uvicorn.Config(
+def _config(app) -> uvicorn.Config:
+    return uvicorn.Config(
         app,
         log_level="warning",  # the terminal shows the link, then only what goes wrong
         access_log=False,
@@ -87,7 +88,6 @@ async def _serve(app, sock: socket.socket, stopping: threading.Event) -> None:
         ws="none",
         timeout_graceful_shutdown=GRACE_SECONDS,
     )
-    await _Server(config, stopping).serve(sockets=[sock])
 
 
 class _Server(uvicorn.Server):
@@ -99,13 +99,17 @@ class _Server(uvicorn.Server):
         self.stopping = stopping
 
     @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
+    def stopped_by_signals(self) -> Iterator[None]:
         previous = {sig: signal.signal(sig, self._stop) for sig in STOP_SIGNALS}
         try:
             yield
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # stopped_by_signals holds them, from before the link is printed
 
     def _stop(self, signum: int, frame: object) -> None:
         self.force_exit = self.should_exit
