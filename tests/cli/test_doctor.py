@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -215,6 +216,40 @@ def test_hooks_whose_command_is_gone_fail_as_gates_that_fail_open(root: Path, to
     failing = "\n".join(lines(result, "fail"))
     assert f"hooks in .claude/settings.json run {str(tools / 'abilities-mcp')!r}, which is not found" in failing
     assert f"server 'abilities' in .mcp.json runs {str(tools / 'abilities-mcp')!r}, which is not found" in failing
+
+
+def pinned(path: Path, root: str | None) -> None:
+    """Our hooks in the file pinned to `root` instead (None: without --root, as an older init wrote them)."""
+    text = path.read_text()
+    for command in {h["command"] for g in read_json(path)["hooks"].values() for h in g[0]["hooks"]}:
+        words, _ = configs.split_root(shlex.split(command))
+        text = text.replace(json.dumps(command), json.dumps(shlex.join([*words, "--root", root] if root else words)))
+    path.write_text(text)
+
+
+def test_hooks_without_root_fail_since_a_call_run_elsewhere_would_step_around_them(root: Path, tools: Path) -> None:
+    init(root, "codex", tools, sandbox=False)
+    pinned(root / ".codex" / "hooks.json", None)
+
+    result = run_doctor(root, tools)
+
+    assert result.returncode == 1
+    line = next(x for x in lines(result, "fail") if x.startswith("fail  Codex: the hooks for PreToolUse, PostToolUse"))
+    assert "in .codex/hooks.json have no --root" in line and "subfolder or /tmp is not gated" in line, line
+    assert fix_under(result, line).startswith("abilities-mcp init codex again")
+
+    init(root, "codex", tools, sandbox=False)  # pins them (no --force needed)
+    assert not any("--root" in x for x in lines(run_doctor(root, tools), "fail"))
+
+
+def test_hooks_pinned_to_another_folder_fail(root: Path, tools: Path, tmp_path: Path) -> None:
+    init(root, "claude", tools)
+    pinned(root / ".claude" / "settings.json", str(tmp_path / "old-place"))
+
+    result = run_doctor(root, tools)
+
+    line = next(x for x in lines(result, "fail") if x.startswith("fail  Claude Code: the hooks in"))
+    assert f"pinned to {str(tmp_path / 'old-place')!r} (--root), not this project" in line, line
 
 
 def test_hooks_disabled_in_any_settings_file_fail(root: Path, tools: Path) -> None:

@@ -322,3 +322,43 @@ def test_codex_a_workflows_json_gate_denies_the_query_until_its_prerequisites_ra
     assert "list_databases" in denied and "list_tables" in denied
     assert "main, analytics" in databases and "users, orders" in tables
     assert "3 rows" in allowed and "abilities-mcp" not in allowed
+
+
+# --- scenario: a shell call run from another folder (exec_command's workdir) ----------------------------------
+
+FORCE_PUSH = {
+    "force-push-needs-a-person": {
+        "enabled": True,
+        "mode": "enforce",
+        "description": "A person approves every force push",
+        "triggers": {"tools": ["Bash(git push --force:*)"]},
+        "approval": {"expires": "10m"},
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def workdir_run(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    """A security review's bypass: Codex sends exec_command's workdir as the hook's cwd, and a hook that took it for
+    the project found no workflows.json there. init pins the project with --root."""
+    base = tmp_path_factory.mktemp("codex-workdir")
+    root = scratch_project(base, {}, workflows=FORCE_PUSH)
+    push = "git push --force origin main"
+    return run_codex(
+        base,
+        root,
+        "Force-push main.",
+        [
+            calls((SHELL, {"cmd": push, "workdir": str(root / "abilities")})),
+            calls((SHELL, {"cmd": push, "workdir": "/tmp"})),
+            say("It needs a person."),
+        ],
+    )
+
+
+def test_codex_a_gated_shell_call_with_its_workdir_elsewhere_is_still_denied(workdir_run: Session) -> None:
+    in_subfolder, in_tmp = workdir_run.results()
+    for result in (in_subfolder, in_tmp):
+        assert "needs a person's approval" in result and "abilities-mcp approve call_" in result, result
+    hooks = json.loads((workdir_run.root / ".codex" / "hooks.json").read_text())["hooks"]
+    assert hooks["PreToolUse"][0]["hooks"][0]["command"].endswith(f" --root {workdir_run.root}")

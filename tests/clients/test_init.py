@@ -86,8 +86,10 @@ def plugin_template() -> str:
     return resources.files("abilities_mcp.clients").joinpath("opencode_plugin.js").read_text(encoding="utf-8")
 
 
-def claude_handler(event: str, command: str = "abilities-mcp") -> dict:
-    return {"type": "command", "command": f"{command} hook claude {event}", "timeout": 10}
+def claude_handler(event: str, root: Path | None, command: str = "abilities-mcp") -> dict:
+    """Our Claude Code handler as init writes it, the project pinned by --root (None: an older init's, without)."""
+    pinned = f" --root {shlex.quote(str(root))}" if root is not None else ""
+    return {"type": "command", "command": f"{command} hook claude {event}{pinned}", "timeout": 10}
 
 
 # --- what each client gets --------------------------------------------------------------------------------------
@@ -101,13 +103,13 @@ def test_claude_gets_the_server_in_mcp_json_and_one_hook_per_event_in_settings(r
     }
     assert read_json(root / ".claude" / "settings.json") == {
         "hooks": {
-            "PreToolUse": [{"matcher": "*", "hooks": [claude_handler("PreToolUse")]}],
-            "PostToolUse": [{"matcher": "*", "hooks": [claude_handler("PostToolUse")]}],
-            "UserPromptSubmit": [{"hooks": [claude_handler("UserPromptSubmit")]}],
+            "PreToolUse": [{"matcher": "*", "hooks": [claude_handler("PreToolUse", root)]}],
+            "PostToolUse": [{"matcher": "*", "hooks": [claude_handler("PostToolUse", root)]}],
+            "UserPromptSubmit": [{"hooks": [claude_handler("UserPromptSubmit", root)]}],
             "SessionStart": [
-                {"matcher": "startup|resume|clear|compact|fork", "hooks": [claude_handler("SessionStart")]}
+                {"matcher": "startup|resume|clear|compact|fork", "hooks": [claude_handler("SessionStart", root)]}
             ],
-            "Stop": [{"hooks": [claude_handler("Stop")]}],
+            "Stop": [{"hooks": [claude_handler("Stop", root)]}],
         }
     }
     out = capsys.readouterr().out.splitlines()
@@ -135,7 +137,7 @@ def test_claude_hooks_follow_the_documented_format_and_quote_a_path_with_spaces(
         assert group.get("matcher") == MATCHERS.get(event)
         (handler,) = group["hooks"]
         assert handler["type"] == "command" and isinstance(handler["timeout"], int)
-        argv = ["/opt/my tools/abilities-mcp", "--log-level", "debug", "hook", "claude", event]
+        argv = ["/opt/my tools/abilities-mcp", "--log-level", "debug", "hook", "claude", event, "--root", str(root)]
         assert shlex.split(handler["command"]) == argv
     server = read_json(root / ".mcp.json")["mcpServers"]["abilities"]
     assert server == {
@@ -171,8 +173,8 @@ def test_codex_gemini_and_cursor_hooks_wire_exactly_the_events_the_hook_command_
     assert {KINDS[e] for e in wired} >= {"before", "after", "stop"}
 
 
-def hook_argv(client: str, event: str) -> list[str]:
-    return ["/opt/my tools/abilities-mcp", "hook", client, event]
+def hook_argv(client: str, event: str, root: Path) -> list[str]:
+    return ["/opt/my tools/abilities-mcp", "hook", client, event, "--root", str(root)]
 
 
 def test_codex_gets_its_hooks_in_hooks_json_beside_config_toml(root: Path, capsys) -> None:
@@ -184,7 +186,7 @@ def test_codex_gets_its_hooks_in_hooks_json_beside_config_toml(root: Path, capsy
         assert group.get("matcher") == ("*" if event.endswith("ToolUse") else None)
         [handler] = group["hooks"]
         assert set(handler) == {"type", "command", "timeout"} and handler["type"] == "command"
-        assert shlex.split(handler["command"]) == hook_argv("codex", event) and handler["timeout"] == 10
+        assert shlex.split(handler["command"]) == hook_argv("codex", event, root) and handler["timeout"] == 10
     assert "[mcp_servers.abilities]" in (root / ".codex" / "config.toml").read_text()
     out = capsys.readouterr().out
     assert "/hooks" in out and "trust" in out
@@ -198,7 +200,7 @@ def test_gemini_gets_its_hooks_beside_the_server_in_settings_json(root: Path, ca
     for event, [group] in hooks.items():
         assert group.get("matcher") == ("*" if event.endswith("Tool") else None)
         [handler] = group["hooks"]
-        assert shlex.split(handler["command"]) == hook_argv("gemini", event)
+        assert shlex.split(handler["command"]) == hook_argv("gemini", event, root)
         assert handler["type"] == "command" and handler["timeout"] == 10_000  # milliseconds
     assert "trusted folder" in capsys.readouterr().out
 
@@ -209,7 +211,7 @@ def test_cursor_gets_a_versioned_hooks_json(root: Path, capsys) -> None:
     data = read_json(root / ".cursor" / "hooks.json")
     assert data["version"] == 1
     assert {e: [shlex.split(h["command"]) for h in hs] for e, hs in data["hooks"].items()} == {
-        e: [hook_argv("cursor", e)] for e in client_config.CLIENT_HOOKS["cursor"]
+        e: [hook_argv("cursor", e, root)] for e in client_config.CLIENT_HOOKS["cursor"]
     }
     assert data["hooks"]["preToolUse"][0]["matcher"] == "Write|Edit|StrReplace|Delete"
     assert "not driven for real" in capsys.readouterr().out
@@ -476,9 +478,9 @@ def test_claude_hooks_merge_beside_the_persons_own_handlers(root: Path) -> None:
     assert read_json(path)["permissions"] == existing["permissions"]
     assert hooks["PreToolUse"] == [
         {"matcher": "Bash", "hooks": [mine]},
-        {"matcher": "*", "hooks": [claude_handler("PreToolUse")]},
+        {"matcher": "*", "hooks": [claude_handler("PreToolUse", root)]},
     ]
-    assert hooks["Stop"] == [{"hooks": [mine]}, {"hooks": [claude_handler("Stop")]}]
+    assert hooks["Stop"] == [{"hooks": [mine]}, {"hooks": [claude_handler("Stop", root)]}]
     assert hooks["Notification"] == [{"hooks": [mine]}]
     assert list(hooks) == ["PreToolUse", "Stop", "Notification", "PostToolUse", "UserPromptSubmit", "SessionStart"]
 
@@ -487,7 +489,7 @@ def test_claude_recognises_its_handler_under_another_command_and_replaces_it_in_
     root: Path, capsys
 ) -> None:
     mine = {"type": "command", "command": "./lint.sh"}
-    ours_before = claude_handler("PreToolUse", "/old/venv/bin/abilities-mcp")
+    ours_before = claude_handler("PreToolUse", None, "/old/venv/bin/abilities-mcp")
     exec_form = {"type": "command", "command": "/old/abilities-mcp", "args": ["hook", "claude", "Stop"]}
     existing = {
         "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [mine, ours_before]}], "Stop": [{"hooks": [exec_form]}]}
@@ -502,8 +504,91 @@ def test_claude_recognises_its_handler_under_another_command_and_replaces_it_in_
 
     assert init(root, "claude", force=True) == 0
     hooks = read_json(path)["hooks"]
-    assert hooks["PreToolUse"] == [{"matcher": "*", "hooks": [mine, claude_handler("PreToolUse")]}]
-    assert hooks["Stop"] == [{"hooks": [claude_handler("Stop")]}]
+    assert hooks["PreToolUse"] == [{"matcher": "*", "hooks": [mine, claude_handler("PreToolUse", root)]}]
+    assert hooks["Stop"] == [{"hooks": [claude_handler("Stop", root)]}]
+
+
+# Each client with hooks: the file init writes them to.
+HOOK_FILES = {
+    "claude": ".claude/settings.json",
+    "codex": ".codex/hooks.json",
+    "gemini": ".gemini/settings.json",
+    "cursor": ".cursor/hooks.json",
+}
+
+
+def repinned(data, root: str | None):
+    """`data` with each of our hook commands pinned to `root` instead (None: unpinned, as an older init wrote it)."""
+    if isinstance(data, list):
+        return [repinned(item, root) for item in data]
+    if not isinstance(data, dict):
+        return data
+    data = {k: repinned(v, root) for k, v in data.items()}
+    if isinstance(data.get("command"), str) and " hook " in data["command"]:
+        words, _ = client_config.split_root(shlex.split(data["command"]))
+        data["command"] = shlex.join([*words, "--root", root] if root else words)
+    return data
+
+
+@pytest.mark.parametrize("pinned_to", [None, "/where/the/project/was"], ids=["unpinned", "moved"])
+@pytest.mark.parametrize("client", list(HOOK_FILES))
+def test_init_pins_the_hooks_an_older_init_or_another_place_wrote_without_force(
+    root: Path, client: str, pinned_to: str | None, capsys
+) -> None:
+    assert init(root, client) == 0
+    path = root / HOOK_FILES[client]
+    current = read_json(path)
+    mine = {"type": "command", "command": "./lint.sh"}
+    older = repinned(current, pinned_to)
+    event = next(iter(older["hooks"]))
+    if client == "cursor":
+        older["hooks"][event].insert(0, {"command": "./lint.sh"})
+    else:
+        older["hooks"][event].insert(0, {"hooks": [mine]})
+    assert older != current
+    write_json(path, older)
+    capsys.readouterr()
+
+    assert init(root, client) == 0
+
+    assert read_json(path) == {
+        **current,
+        "hooks": {**current["hooks"], event: older["hooks"][event][:1] + current["hooks"][event]},
+    }
+    out = capsys.readouterr().out
+    assert f"updated the abilities-mcp hooks for {', '.join(current['hooks'])} in {path}" in out, out
+    assert f"--root {root}" in out and "kept your existing" not in out
+
+
+def test_a_hook_of_ours_that_differs_in_more_than_its_root_is_still_kept_unless_force(root: Path, capsys) -> None:
+    older = claude_handler("Stop", None, "/old/venv/bin/abilities-mcp")
+    path = write_json(root / ".claude" / "settings.json", {"hooks": {"Stop": [{"hooks": [older]}]}})
+
+    assert init(root, "claude") == 0
+
+    assert read_json(path)["hooks"]["Stop"] == [{"hooks": [older]}]
+    out = capsys.readouterr().out
+    assert "kept your existing Stop hook" in out and "updated the abilities-mcp hooks" not in out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "abilities-mcp hook claude Stop",
+        "abilities-mcp hook claude Stop --root /p",
+        "abilities-mcp hook claude Stop '--root=/p q'",
+        "'/opt/my tools/abilities-mcp' hook claude Stop --root '/home/me/my project'",
+    ],
+)
+def test_our_hook_is_recognised_with_and_without_its_root(command: str) -> None:
+    assert client_config.is_our_hook({"type": "command", "command": command}, "Stop")
+    assert not client_config.is_our_hook({"type": "command", "command": command}, "PreToolUse")
+    exec_form = {"type": "command", "command": "abilities-mcp", "args": shlex.split(command)[1:]}
+    assert client_config.is_our_hook(exec_form, "Stop")
+
+
+def test_the_opencode_plugin_runs_the_hook_pinned_to_its_project() -> None:
+    assert '"hook", "opencode", event, "--root", root]' in plugin_template()
 
 
 @pytest.mark.parametrize(("client", "relpath", "keys", "entry"), JSON_CLIENTS, ids=JSON_IDS)
@@ -814,7 +899,7 @@ def test_a_relative_command_is_written_absolute_and_a_kebab_case_handler_counts_
 
     hooks = json.loads(settings.read_text())["hooks"]
     assert hooks["Stop"] == [{"hooks": [stop]}]  # the hand-written handler, not a second one
-    assert hooks["PreToolUse"][0]["hooks"][0]["command"] == f"{script} hook claude PreToolUse"
+    assert hooks["PreToolUse"][0]["hooks"][0]["command"] == f"{script} hook claude PreToolUse --root {root}"
     assert json.loads((root / ".mcp.json").read_text())["mcpServers"]["abilities"]["command"] == str(script)
 
 

@@ -247,6 +247,20 @@ def test_opencode_started_in_a_subfolder_still_gates_with_the_projects_files(
     assert not state_db(subfolder).exists()
 
 
+def test_the_hook_is_pinned_to_the_plugins_project_over_the_environment(
+    tmp_path: Path, root: Path, plugin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "elsewhere"  # a folder without workflows.json: a hook that went there would let all through
+    elsewhere.mkdir()
+    monkeypatch.setenv("ABILITIES_ROOT", str(elsewhere))
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(elsewhere))
+
+    [result], _ = drive(tmp_path, plugin, root, [call("pg_execute_query", "ses_a", 1)])
+
+    assert result["threw"] is True and "list_databases" in result["error"], result
+    assert '"hook", "opencode", event, "--root", root]' in plugin.read_text()
+
+
 def test_an_mcp_tools_result_is_recorded_as_its_text_and_a_note_reaches_the_model_as_a_text_part(
     tmp_path: Path, root: Path, plugin: Path
 ) -> None:

@@ -164,6 +164,8 @@ def _hooks_finding(setup: Setup, client: str) -> Finding:
     if wired.missing:
         text = f"no abilities-mcp hook for {', '.join(wired.missing)} in {where}: those gates are off"
         return Finding(FAIL, label, text, init)
+    if pinning := _pinning_finding(setup, client, wired):
+        return pinning
     broken = sorted({argv[0] for argv in wired.found.values() if not wiring.runnable(argv, setup.which)})
     if broken:
         text = f"hooks in {where} run {', '.join(map(repr, broken))}, which is not found: every gate fails open"
@@ -171,6 +173,31 @@ def _hooks_finding(setup: Setup, client: str) -> Finding:
     if client == "claude" and (off := _claude_hooks_disabled(setup)):
         return Finding(FAIL, label, f"disableAllHooks is true in {setup.shown(off)}: no hook runs", "remove it there")
     return Finding(OK, label, f"hooks for {', '.join(wired.found)} in {where}")
+
+
+def _pinning_finding(setup: Setup, client: str, wired: wiring.Hooks) -> Finding | None:
+    """Each hook names the project with --root: without it (an older init's hook, or a relative root) the hook takes
+    the project from the client's working directory, which is the call's (Codex's workdir), so a shell call run in a
+    subfolder or /tmp finds no workflows.json and passes ungated; one pinned to another folder gates with that
+    folder's workflows (a project moved, or a config copied from another machine)."""
+    label, where = wiring.LABELS[client], setup.shown(wired.path)
+    fix = (
+        f"abilities-mcp init {client} again: it pins them (if it says it kept a hook because its command differs, "
+        "pass --command as you did before, or --force)"
+    )
+    unpinned = [e for e, root in wired.roots.items() if root is None or not os.path.isabs(root)]
+    if unpinned:
+        text = (
+            f"the hooks for {', '.join(unpinned)} in {where} have no --root, so they take the project from the "
+            "client's working directory, which a call can move: a shell call run in a subfolder or /tmp is not gated"
+        )
+        return Finding(FAIL, label, text, fix)
+    elsewhere = sorted({r for r in wired.roots.values() if r and Path(r).resolve() != setup.project.root.resolve()})
+    if elsewhere:
+        named = ", ".join(map(repr, elsewhere))
+        text = f"the hooks in {where} are pinned to {named} (--root), not this project: its workflows are not enforced"
+        return Finding(FAIL, label, text, fix)
+    return None
 
 
 def _plugin_finding(setup: Setup) -> Finding:

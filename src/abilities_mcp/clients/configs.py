@@ -40,6 +40,10 @@ CLAUDE_HOOKS = {
     "SessionStart": "startup|resume|clear|compact|fork",
     "Stop": None,
 }
+# What every hook init writes ends with: the project, absolute. The hook takes it over the client's working
+# directory, which is the call's (Codex sends its exec_command's workdir): a call run from a subfolder or /tmp must
+# not find "no workflows.json here" and pass ungated (clients/hook.py `_project`).
+ROOT_OPTION = "--root"
 # Where opencode_plugin.js takes the argv that starts abilities-mcp.
 PLUGIN_TOKEN = "__ABILITIES_MCP_COMMAND__"
 OPENCODE_SCHEMA = "https://opencode.ai/config.json"
@@ -201,7 +205,7 @@ def _claude(root: Path, name: str, argv: list[str], force: bool) -> list[Planned
     settings = root / ".claude" / "settings.json"
     return [
         _plan_entry(mcp_json, ["mcpServers"], name, entry, force),
-        plan_json(settings, lambda data: _put_hooks(data, argv, force, settings)),
+        plan_json(settings, lambda data: _put_hooks(data, argv, force, settings, root)),
     ]
 
 
@@ -245,7 +249,7 @@ def _gemini(root: Path, name: str, argv: list[str], force: bool) -> list[Planned
 
     def merge(data: dict[str, Any]) -> list[str]:
         return _put_entry(data, ["mcpServers"], name, entry, force, path) + _put_client_hooks(
-            data, argv, force, path, "gemini"
+            data, argv, force, path, "gemini", root
         )
 
     return [plan_json(path, merge)]
@@ -255,7 +259,7 @@ def _cursor(root: Path, name: str, argv: list[str], force: bool) -> list[Planned
     hooks = root / ".cursor" / "hooks.json"
     return [
         *_editor(".cursor/mcp.json", "mcpServers", {}, WORKSPACE_ROOT)(root, name, argv, force),
-        plan_json(hooks, lambda data: _put_cursor_hooks(data, argv, force, hooks), new_file={"version": 1}),
+        plan_json(hooks, lambda data: _put_cursor_hooks(data, argv, force, hooks, root), new_file={"version": 1}),
     ]
 
 
@@ -276,7 +280,7 @@ def _codex(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]
     hooks = root / ".codex" / "hooks.json"
     return [
         *_codex_server(root, name, argv, force),
-        plan_json(hooks, lambda d: _put_client_hooks(d, argv, force, hooks, "codex")),
+        plan_json(hooks, lambda d: _put_client_hooks(d, argv, force, hooks, "codex", root)),
     ]
 
 
@@ -418,89 +422,145 @@ def _kept(name: str, path: Path, what: str = "entry") -> list[str]:
     return [f"kept your existing {name} {what} in {path} (differs from ours; --force replaces it)"]
 
 
-def _put_hooks(settings: dict, argv: list[str], force: bool, path: Path) -> list[str]:
+def hook_command(argv: list[str], client: str, event: str, root: Path) -> list[str]:
+    """The argv of our hook for one event: abilities-mcp, `hook CLIENT EVENT`, and the project pinned by --root."""
+    return [*argv, "hook", client, event, ROOT_OPTION, os.path.abspath(root)]
+
+
+def _put_hooks(settings: dict, argv: list[str], force: bool, path: Path, root: Path) -> list[str]:
     """One command handler per event; the person's other handlers and groups stay as they are."""
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError(f"{path}: hooks must be a JSON object; fix it by hand, nothing was changed")
-    notes = []
+    outcomes = {}
     for event, matcher in CLAUDE_HOOKS.items():
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise ConfigError(f"{path}: hooks.{event} must be a JSON array; fix it by hand, nothing was changed")
         handler = {
             "type": "command",
-            "command": shlex.join([*argv, "hook", "claude", event]),
+            "command": shlex.join(hook_command(argv, "claude", event, root)),
             "timeout": HOOK_TIMEOUT_SECONDS,
         }
-        notes += _put_handler(groups, handler, event, matcher, force, path)
-    return notes
+        outcomes[event] = _put_handler(groups, handler, event, matcher, force)
+    return _hook_notes(outcomes, path, root)
 
 
-def _put_client_hooks(settings: dict, argv: list[str], force: bool, path: Path, client: str) -> list[str]:
+def _put_client_hooks(settings: dict, argv: list[str], force: bool, path: Path, client: str, root: Path) -> list[str]:
     """Codex's and Gemini CLI's hooks: Claude Code's three levels; Gemini's timeout is in milliseconds."""
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError(f"{path}: hooks must be a JSON object; fix it by hand, nothing was changed")
-    notes = []
+    outcomes = {}
     for event, matcher in CLIENT_HOOKS[client].items():
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise ConfigError(f"{path}: hooks.{event} must be a JSON array; fix it by hand, nothing was changed")
-        handler: dict[str, Any] = {"type": "command", "command": shlex.join([*argv, "hook", client, event])}
+        command = shlex.join(hook_command(argv, client, event, root))
+        handler: dict[str, Any] = {"type": "command", "command": command}
         if client == "gemini":
             handler |= {"name": f"abilities-mcp {event}", "timeout": HOOK_TIMEOUT_SECONDS * 1000}
         else:
             handler["timeout"] = HOOK_TIMEOUT_SECONDS
-        notes += _put_handler(groups, handler, event, matcher, force, path, client)
-    return notes
+        outcomes[event] = _put_handler(groups, handler, event, matcher, force, client)
+    return _hook_notes(outcomes, path, root)
 
 
-def _put_cursor_hooks(data: dict, argv: list[str], force: bool, path: Path) -> list[str]:
+def _put_cursor_hooks(data: dict, argv: list[str], force: bool, path: Path, root: Path) -> list[str]:
     """Cursor's hooks.json: {"version": 1, "hooks": {EVENT: [{"command", "matcher"?}]}}, a flat list per event."""
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError(f"{path}: hooks must be a JSON object; fix it by hand, nothing was changed")
-    notes = []
+    outcomes = {}
     for event, matcher in CLIENT_HOOKS["cursor"].items():
         handlers = hooks.setdefault(event, [])
         if not isinstance(handlers, list):
             raise ConfigError(f"{path}: hooks.{event} must be a JSON array; fix it by hand, nothing was changed")
-        handler = {"command": shlex.join([*argv, "hook", "cursor", event]), **({"matcher": matcher} if matcher else {})}
+        command = shlex.join(hook_command(argv, "cursor", event, root))
+        handler = {"command": command, **({"matcher": matcher} if matcher else {})}
         mine = [i for i, h in enumerate(handlers) if is_our_hook(h, event, "cursor")]
         if not mine:
             handlers.append(handler)
-        elif handlers[mine[0]] != handler and not force:
-            notes += _kept(event, path, "hook")
-        else:
+            continue
+        outcomes[event] = _outcome(handlers[mine[0]], handler, force)
+        if outcomes[event] != KEPT:
             handlers[mine[0]] = handler
-    return notes
+    return _hook_notes(outcomes, path, root)
+
+
+# What became of our hook already in a file: replaced by the new one (or the same), kept (it differs, and no
+# --force), or re-pinned (it differed only in its --root, which init owns: missing in an older init's hook, or
+# naming another folder, the project's old place or another machine's).
+REPLACED, KEPT, REPINNED = "replaced", "kept", "repinned"
 
 
 def _put_handler(
-    groups: list, handler: dict, event: str, matcher: str | None, force: bool, path: Path, client: str = "claude"
-) -> list[str]:
+    groups: list, handler: dict, event: str, matcher: str | None, force: bool, client: str = "claude"
+) -> str:
     for group in groups:
         handlers = group.get("hooks") if isinstance(group, dict) else None
         for i, existing in enumerate(handlers if isinstance(handlers, list) else []):
             if not is_our_hook(existing, event, client):
                 continue
-            if existing != handler and not force:
-                return _kept(event, path, "hook")
-            handlers[i] = handler
-            return []
+            outcome = _outcome(existing, handler, force)
+            if outcome != KEPT:
+                handlers[i] = handler
+            return outcome
     groups.append({"matcher": matcher, "hooks": [handler]} if matcher else {"hooks": [handler]})
-    return []
+    return REPLACED
+
+
+def _outcome(existing: dict, handler: dict, force: bool) -> str:
+    if existing == handler or force:
+        return REPLACED
+    return REPINNED if _unpinned(existing) == _unpinned(handler) else KEPT
+
+
+def _unpinned(handler: dict) -> dict:
+    """The handler with its command as words and its --root taken off: two that differ only there compare equal."""
+    rest = {k: v for k, v in handler.items() if k not in ("command", "args")}
+    return {**rest, "exec": "args" in handler, "words": split_root(hook_words(handler))[0]}
+
+
+def _hook_notes(outcomes: dict[str, str], path: Path, root: Path) -> list[str]:
+    notes = [_kept(event, path, "hook")[0] for event, outcome in outcomes.items() if outcome == KEPT]
+    if repinned := [event for event, outcome in outcomes.items() if outcome == REPINNED]:
+        notes.append(
+            f"updated the abilities-mcp hooks for {', '.join(repinned)} in {path} to pin the project with "
+            f"{ROOT_OPTION} {os.path.abspath(root)} (without it, the hook takes the project from the client's working "
+            "directory, which a call can move out of the project: its gates would not apply)"
+        )
+    return notes
+
+
+def hook_words(handler: dict) -> list[str]:
+    """The argv a handler runs: its command and args (exec form), or its command line split as a shell would."""
+    if isinstance(handler.get("args"), list):
+        return [str(handler.get("command", "")), *map(str, handler["args"])]
+    command = handler.get("command")
+    if not isinstance(command, str):
+        return []
+    try:
+        return shlex.split(command)
+    except ValueError:  # unbalanced quotes: not a line init wrote
+        return command.split()
+
+
+def split_root(words: list[str]) -> tuple[list[str], str | None]:
+    """An argv without its trailing `--root ROOT` (or `--root=ROOT`), and that root (None: it has none)."""
+    if len(words) >= 2 and words[-2] == ROOT_OPTION:
+        return words[:-2], words[-1]
+    if words and words[-1].startswith(f"{ROOT_OPTION}="):
+        return words[:-1], words[-1].removeprefix(f"{ROOT_OPTION}=")
+    return words, None
 
 
 def is_our_hook(handler: Any, event: str, client: str = "claude") -> bool:
-    """Ours runs `... hook CLIENT EVENT`, whatever starts abilities-mcp (string or exec form)."""
+    """Ours runs `... hook CLIENT EVENT`, with the project pinned by `--root ROOT` after it or (an older init's)
+    without, whatever starts abilities-mcp (string or exec form)."""
     if not isinstance(handler, dict):
         return False
-    if isinstance(handler.get("args"), list):
-        words = [str(w) for w in handler["args"][-3:]]
-    else:
-        words = handler.get("command", "").split()[-3:] if isinstance(handler.get("command"), str) else []
+    words = split_root(hook_words(handler))[0][-3:]
     same_event = len(words) == 3 and event_name(client, words[2]) == event
     return same_event and words[:2] == ["hook", client]
 

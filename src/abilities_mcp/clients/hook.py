@@ -89,12 +89,14 @@ def main(
     client: str,
     event: str,
     project: Project | None = None,
+    root: str | None = None,
     session_ttl: float | None = None,
     stdin: IO[str] | None = None,
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
 ) -> int:
-    """Answer one event; returns the exit code."""
+    """Answer one event; returns the exit code. `root`: the project, as init pins it (`--root`): it wins over the
+    environment and the client's working directory, which moves with the call (_project)."""
     stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
     name = event_name(client, event)
     if name is None:
@@ -105,7 +107,15 @@ def main(
     try:
         with _deadline(budget):
             call = parse(client, KINDS[name], json.loads(stdin.read() or "{}"), name)
-            hook = Hook(call, project or _project(call), session_ttl, time.monotonic() + budget)
+            if project is None and root is not None and not os.path.isdir(root):  # moved, or a config from elsewhere
+                said = f"abilities-mcp hook {client} {name}: its project, --root {root!r}, is not a folder here"
+                fix = f"`abilities-mcp init {client}` in the project pins the hooks to where it is now"
+                if KINDS[name] != "before":
+                    print(f"{said}; nothing was recorded or added. {fix}", file=stderr)
+                    return FAIL_OPEN_EXIT
+                refused = f"{said}, so the call is refused (no gate can be read). Tell the user: {fix}."
+                return render(client, name, Answer(deny=refused), stdout, stderr)
+            hook = Hook(call, project or _project(call, root), session_ttl, time.monotonic() + budget)
             answer = HANDLERS[call.kind](hook)
     except OutOfTime:
         return _refused_undecided(client, name, f"no decision within {budget:g} s", stdout, stderr)
@@ -167,10 +177,13 @@ def _refused_undecided(client: str, name: str, why: str, stdout: IO[str], stderr
     return render(client, name, Answer(deny=reason), stdout, stderr)
 
 
-def _project(call: Call) -> Project:
-    """DESIGN §2's root, with the client's working directory where a server would use its own."""
+def _project(call: Call, root: str | None = None) -> Project:
+    """The hook's `--root`, which init writes into every hook it wires; else DESIGN §2's root, with the client's
+    working directory where a server would use its own. That directory is the call's, not the project's: Codex sends
+    its exec_command's workdir, so a call run from a subfolder (or /tmp) would find no workflows.json there and pass
+    ungated. An old hook without `--root` still works that way; `doctor` fails it."""
     env = os.environ
-    return Project.resolve(env.get("ABILITIES_ROOT") or env.get("CLAUDE_PROJECT_DIR") or call.cwd or None)
+    return Project.resolve(root or env.get("ABILITIES_ROOT") or env.get("CLAUDE_PROJECT_DIR") or call.cwd or None)
 
 
 class Hook:

@@ -24,12 +24,14 @@ const MAX_SESSIONS = 1_000
 // Parent links followed up to the session at the top (OpenCode nests subagents a few levels at most).
 const MAX_DEPTH = 16
 
-function ask(event, payload, cwd) {
+// The hook runs in the project, pinned by --root: over $ABILITIES_ROOT or $CLAUDE_PROJECT_DIR in OpenCode's
+// environment, and over any working directory.
+function ask(event, payload, root) {
   return new Promise((resolve) => {
     let child
     try {
-      child = spawn(COMMAND[0], [...COMMAND.slice(1), "hook", "opencode", event], {
-        cwd,
+      child = spawn(COMMAND[0], [...COMMAND.slice(1), "hook", "opencode", event, "--root", root], {
+        cwd: root,
         stdio: ["pipe", "pipe", "pipe"],
       })
     } catch (error) {

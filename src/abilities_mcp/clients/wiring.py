@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import sys
 import tomllib
@@ -15,7 +14,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .configs import CLAUDE_HOOKS, CLIENT_HOOKS, PLUGIN_TOKEN, desktop_config_path, is_our_hook
+from .configs import (
+    CLAUDE_HOOKS,
+    CLIENT_HOOKS,
+    PLUGIN_TOKEN,
+    desktop_config_path,
+    hook_words,
+    is_our_hook,
+    split_root,
+)
 from .jsonc import read_object
 from .moves import GATEWAY_CLIENTS
 from .servers import runs_abilities_mcp
@@ -61,11 +68,13 @@ class Server(NamedTuple):
 
 class Hooks(NamedTuple):
     """A client's hooks as init wires them: the file, the events that run abilities-mcp (event -> its argv, without
-    `hook CLIENT EVENT`), and the events init wires that have none."""
+    `hook CLIENT EVENT` and its `--root`), the events init wires that have none, and the project each hook found is
+    pinned to (event -> its --root; None: an older init's hook, which takes the client's working directory)."""
 
     path: Path
     found: dict[str, list[str]]
     missing: list[str]
+    roots: dict[str, str | None]
 
 
 def set_up(root: Path, home: Path) -> list[str]:
@@ -106,13 +115,14 @@ def hooks(client: str, root: Path) -> Hooks | None:
     table = (read_object(path) or {}).get("hooks")
     table = table if isinstance(table, dict) else {}
     wanted = CLAUDE_HOOKS if client == "claude" else CLIENT_HOOKS[client]
-    found = {}
+    found, roots = {}, {}
     for event in wanted:
         for handler in _handlers(table.get(event), client):
             if is_our_hook(handler, event, client):
-                found[event] = _hook_argv(handler)
+                words, roots[event] = split_root(hook_words(handler))
+                found[event] = words[:-3]  # the argv that starts abilities-mcp, before `hook CLIENT EVENT`
                 break
-    return Hooks(path, found, [e for e in wanted if e not in found])
+    return Hooks(path, found, [e for e in wanted if e not in found], roots)
 
 
 def plugin(root: Path) -> tuple[list[str] | None, bool]:
@@ -193,13 +203,3 @@ def _handlers(groups: Any, client: str) -> list[Any]:
     if client == "cursor":
         return groups
     return [h for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list) for h in g["hooks"]]
-
-
-def _hook_argv(handler: dict[str, Any]) -> list[str]:
-    """The argv that starts abilities-mcp, from a handler running `... hook CLIENT EVENT`."""
-    if isinstance(handler.get("args"), list):
-        return [str(handler.get("command", "")), *map(str, handler["args"][:-3])]
-    try:
-        return shlex.split(handler.get("command", ""))[:-3]
-    except ValueError:
-        return []
