@@ -39,6 +39,7 @@ SLOW_MODULES = {
     "clients/test_init_gateway.py",
     # The local page in a real headless Chromium, with a page process per test.
     "ui/test_browser.py",
+    "ui/test_ui_command.py",
     # Packaging: the sdist and the wheel built and installed; skills-ref against the real-skills corpus.
     "cli/test_package.py",
     "skills/test_skills_ref_parity.py",

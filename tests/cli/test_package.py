@@ -22,6 +22,8 @@ DATA = {
     "abilities_mcp/builtin_skills/ability-author/SKILL.md": "the built-in skills",
     "abilities_mcp/builtin_skills/ability-author/references/format.md": "a built-in skill's resource",
     "abilities_mcp/clients/opencode_plugin.js": "`init opencode` writes it",
+    "abilities_mcp/ui/static/app.js": "the local page's script (`abilities-mcp ui`)",
+    "abilities_mcp/ui/static/app.css": "the local page's styles",
 }
 BUILD_TIMEOUT_SECONDS = 300
 

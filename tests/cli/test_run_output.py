@@ -219,7 +219,7 @@ def test_list_aligns_the_row_of_an_invalid_ability_with_the_others(root: Path) -
 
 
 def test_history_json_prints_what_the_ability_history_tool_returns(root: Path) -> None:
-    assert json.loads(run(root, "history", "--json").stdout) == {"runs": []}
+    assert json.loads(run(root, "history", "--json").stdout) == {"runs": [], "call_approvals": []}
     write(root, "fine", "description: fine\nsteps:\n  - {id: a, type: script, run: 'true'}\n")
     run_id = run(root, "run", "fine").stdout.split()[1].rstrip(":")
 
