@@ -1,6 +1,7 @@
 """The local page (issue 32) in a real headless Chromium: the person logs in with the link `abilities-mcp ui` prints
-at their terminal, watches a run go live, approves and rejects it there, opens an ability's graph; a request without
-the session cookie, from another origin or without the CSRF token changes nothing.
+at their terminal (its cookie scoped to the page's secret prefix), watches a run go live, approves and rejects it
+there, opens an ability's graph; a request without the session cookie, from another origin or without the CSRF token
+changes nothing.
 
 Debian's `chromium` through Playwright for Python, one browser for the module; one `abilities-mcp ui` process per
 test, under a pseudo-terminal with a person's environment (the same person check as `approve`). The runs are driven by
@@ -54,7 +55,8 @@ SHOWN_MS = 15_000
 SETTLE_SECONDS = 30
 # Tab presses allowed to reach the Approve button: the nav's five links, the form's controls, and room to spare.
 MAX_TABS = 40
-LINK = re.compile(r"Open (http://127\.0\.0\.1:(\d+))/login\?token=\S+")
+# Open http://127.0.0.1:PORT/s/PREFIX/login?token=TOKEN: groups 1 the page's address, 2 the origin, 3 the prefix.
+LINK = re.compile(r"Open ((http://127\.0\.0\.1:\d+)/s/([\w-]{22})/)login\?token=\S+")
 
 expect.set_options(timeout=SHOWN_MS)
 
@@ -81,7 +83,9 @@ class UI:
 
     term: Terminal
     link: str
+    home: str  # the page's address, under its secret prefix: http://127.0.0.1:PORT/s/PREFIX/ (the windows' base URL)
     origin: str  # http://127.0.0.1:PORT
+    prefix: str
 
 
 @pytest.fixture
@@ -98,7 +102,7 @@ def ui(root: Path, gated: None) -> Iterator[UI]:
     first = term.expect("\n", timeout=SETTLE_SECONDS).splitlines()[0]
     found = LINK.fullmatch(first.strip())
     assert found, f"the first line is not the login link: {first!r}"
-    yield UI(term, found.group(0).removeprefix("Open "), found.group(1))
+    yield UI(term, found.group(0).removeprefix("Open "), found.group(1), found.group(2), found.group(3))
     term.proc.send_signal(signal.SIGTERM)
     term.wait(SETTLE_SECONDS)  # fails the test if the page does not stop on SIGTERM
 
@@ -136,15 +140,16 @@ def agent(project: Project, root: Path, gated: None) -> Iterator[Agent]:
 
 @pytest.fixture
 def open_page(browser: Browser, ui: UI) -> Iterator[Callable[..., Page]]:
-    """open_page(viewport) → a new browser window logged in with the printed link (usable once: the first call)."""
+    """open_page(viewport) → a new browser window logged in with the printed link (usable once: the first call); its
+    base URL is the page's address, so `page.goto("waiting")` opens http://127.0.0.1:PORT/s/PREFIX/waiting."""
     contexts: list[BrowserContext] = []
 
     def _open(viewport: dict[str, int] = DESKTOP) -> Page:
-        context = browser.new_context(viewport=viewport, base_url=ui.origin)
+        context = browser.new_context(viewport=viewport, base_url=ui.home)
         contexts.append(context)
         page = context.new_page()
         page.goto(ui.link)
-        expect(page).to_have_url(f"{ui.origin}/")
+        expect(page).to_have_url(ui.home)
         return page
 
     yield _open
@@ -181,12 +186,13 @@ def test_the_printed_link_logs_the_person_in_once_and_a_second_use_is_refused(br
     context = browser.new_context(viewport=DESKTOP)
     page = context.new_page()
     page.goto(ui.link)
-    expect(page).to_have_url(f"{ui.origin}/")
+    expect(page).to_have_url(ui.home)
     expect(page.locator("table#runs")).to_be_attached()
     for name in ("Runs", "Waiting for you", "Abilities", "Skills", "Prerequisites"):
         expect(page.get_by_role("link", name=name, exact=True)).to_be_visible()
     cookie = next(c for c in context.cookies() if c["name"] == "abilities_ui")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["domain"] == "127.0.0.1", cookie
+    assert cookie["path"] == f"/s/{ui.prefix}/", cookie  # the browser sends it to no other path of 127.0.0.1
 
     other = browser.new_context(viewport=DESKTOP)  # whoever else read the link: the agent, a shoulder
     again = other.new_page()
@@ -221,14 +227,14 @@ def test_approving_on_the_waiting_page_completes_the_run_and_records_the_web_cha
 ) -> None:
     run_id = agent.waiting()
     page = open_page()
-    page.goto("/waiting")
+    page.goto("waiting")
     item = page.locator(f'#waiting article[data-run="{run_id}"]')
     expect(item).to_contain_text("Deploy v1.0.0?")
     screenshot(page, "ui-waiting.png", root)
     item.get_by_role("button", name="Approve", exact=True).click()
 
     agent.settled(run_id, "completed")
-    page.goto(f"/runs/{run_id}")
+    page.goto(f"runs/{run_id}")
     expect(page.locator("#run-status")).to_have_text("completed")
     for step in ("build", "approve", "deploy"):
         expect(page.locator(f'#timeline li[data-step="{step}"]')).to_have_attribute("data-status", "completed")
@@ -243,11 +249,11 @@ def test_rejecting_on_the_waiting_page_fails_the_run_and_its_script_never_runs(
 ) -> None:
     run_id = agent.waiting()
     page = open_page()
-    page.goto("/waiting")
+    page.goto("waiting")
     page.locator(f'#waiting article[data-run="{run_id}"]').get_by_role("button", name="Reject", exact=True).click()
 
     agent.settled(run_id, "failed")
-    page.goto(f"/runs/{run_id}")
+    page.goto(f"runs/{run_id}")
     expect(page.locator("#run-status")).to_have_text("failed")
     expect(page.locator('#timeline li[data-step="deploy"]')).not_to_have_attribute("data-status", "completed")
     assert not (root / "deployed").exists()
@@ -257,7 +263,7 @@ def test_rejecting_on_the_waiting_page_fails_the_run_and_its_script_never_runs(
 
 def test_an_abilitys_graph_shows_each_step_as_a_node_with_its_type(open_page, root: Path) -> None:
     page = open_page()
-    page.goto("/abilities/gated")
+    page.goto("abilities/gated")
     nodes = page.locator('#graph svg[role="img"] g.node')
     expect(nodes).to_have_count(3)
     shown = nodes.evaluate_all("gs => gs.map(g => [g.dataset.step, g.dataset.type])")
@@ -270,7 +276,7 @@ def test_a_post_without_the_cookie_from_another_origin_or_without_the_csrf_token
 ) -> None:
     run_id = agent.waiting()
     page = open_page()
-    page.goto("/waiting")
+    page.goto("waiting")
     action, fields = approval_form(page, run_id)
     assert fields.get("csrf") and fields["answer"] == "approve", fields
     ours = {"Origin": ui.origin}
@@ -298,7 +304,7 @@ def test_a_post_without_the_cookie_from_another_origin_or_without_the_csrf_token
 def test_the_approve_button_is_reached_with_tab_and_pressed_with_enter(open_page, agent: Agent) -> None:
     run_id = agent.waiting()
     page = open_page()
-    page.goto("/waiting")
+    page.goto("waiting")
     expect(page.locator(f'#waiting article[data-run="{run_id}"]')).to_be_visible()
     on_approve = "() => document.activeElement?.name === 'answer' && document.activeElement.value === 'approve'"
     for _ in range(MAX_TABS):
@@ -314,7 +320,7 @@ def test_the_approve_button_is_reached_with_tab_and_pressed_with_enter(open_page
 def test_the_waiting_page_fits_a_narrow_window_without_scrolling_sideways(open_page, agent: Agent) -> None:
     run_id = agent.waiting()
     page = open_page(NARROW)
-    page.goto("/waiting")
+    page.goto("waiting")
     expect(page.locator(f'#waiting article[data-run="{run_id}"]')).to_be_visible()
     width: Any = page.evaluate("document.documentElement.scrollWidth")
     assert width <= NARROW["width"], f"the page is {width}px wide in a {NARROW['width']}px window"

@@ -1,8 +1,9 @@
 """`abilities-mcp ui`: the local page, served on 127.0.0.1 to the person at this terminal.
 
 It runs under the same person check as `approve` (an agent's tools are refused, exit 2), listens on loopback only,
-prints one line, `Open http://127.0.0.1:PORT/login?token=TOKEN`, and serves until Ctrl-C or SIGTERM (exit 0). The
-token lives in this process's memory only, works once and for 10 minutes (ui/auth.py).
+prints one line, `Open http://127.0.0.1:PORT/s/PREFIX/login?token=TOKEN`, and serves until Ctrl-C or SIGTERM (exit
+0). The token and the page's path prefix live in this process's memory only; the token works once and for 10 minutes,
+the prefix as long as the process (ui/auth.py).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def serve_page(project: Project, args: argparse.Namespace, harden: Callable[[], 
             file=sys.stderr,
         )
         return EXIT_USAGE
-    harden()  # the login token is in this process's memory: closed to other processes of the user
+    harden()  # the token and the prefix are in this process's memory: closed to other processes of the user
     try:
         sock = _listen(args.port)
     except OSError as exc:

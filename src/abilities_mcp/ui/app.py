@@ -2,9 +2,13 @@
 through the capabilities (the store, the catalog, the skill set, the workflows, the call approvals) and answering
 with a server-rendered page, behind auth.Guard.
 
+Every route is under the process's secret prefix, `/s/<prefix>` (auth.Gate.base; `/waiting` below is
+`/s/<prefix>/waiting`), and so is every link a page draws (markup.path); a request for any other path gets a bare
+404 from the guard.
+
 | route | shows |
 |---|---|
-| `GET /login?token=…` | the one-time link: a session cookie and a redirect to `/` (403 for any other token) |
+| `GET /login?token=…` | the one-time link: a session cookie and a redirect to the runs (403 for any other token) |
 | `GET /` | the runs, newest first, filtered by `status` and `ability`, live |
 | `GET /runs/{run_id}` | a run's timeline, child runs, answers and inputs, live |
 | `GET /runs/{run_id}/steps/{step_id}` (`/follow`) | all that was kept of a step's output (its output as it comes) |
@@ -47,7 +51,7 @@ from ..state.project import Project
 from ..state.store import LIVE, Store
 from . import answers, definitions, live, pages
 from .auth import Gate, Guard, Session
-from .markup import el, inert, join, layout, path, refusal_page
+from .markup import el, inert, join, layout, links_under, path, refusal_page
 
 STATIC = Path(__file__).parent / "static"
 # Runs the list reads (top-level, newest first) before it filters: history keeps 500 by default.
@@ -98,7 +102,7 @@ def create_app(
 ) -> Guard:
     """The page's ASGI app for a project, behind the gate; `stopping` set ends every event stream."""
     page = Page(project, gate, session_ttl or DEFAULT_TTL_SECONDS, stopping or threading.Event(), poll)
-    routes = [
+    routes = [  # within the prefix
         Route("/login", _bound(login, page)),
         Route("/", _bound(runs, page)),
         Route("/runs/{run_id}", _bound(run, page)),
@@ -112,11 +116,12 @@ def create_app(
         Route("/skills", _bound(skills, page)),
         Route("/prerequisites", _bound(prerequisites, page)),
         Route("/events", _bound(events, page)),
-        Route("/favicon.ico", _no_icon),  # browsers ask for one; there is none
+        Route("/favicon.ico", _no_icon),  # the pages name it; there is none
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     handlers = {HTTPException: _bound(_http_error, page), Exception: _bound(_bug, page)}
-    return Guard(Starlette(routes=routes, exception_handlers=handlers), gate, refusal_page)
+    app = Starlette(routes=[Mount(gate.base, routes=routes)], exception_handlers=handlers)
+    return Guard(app, gate, _refusal(gate.base))
 
 
 async def _no_icon(request: Request) -> Response:
@@ -124,11 +129,24 @@ async def _no_icon(request: Request) -> Response:
 
 
 def _bound(route: Callable[..., Any], page: Page) -> Callable[..., Any]:
+    """The route for Starlette: given the page, and drawing its links under the page's prefix."""
+
     async def endpoint(request: Request, *rest: Any) -> Response:
-        return await route(page, request, *rest)
+        with links_under(page.gate.base):
+            return await route(page, request, *rest)
 
     endpoint.__name__ = route.__name__
     return endpoint
+
+
+def _refusal(base: str) -> Callable[[int, str, str], str]:
+    """The guard's refusal page, its links under the prefix (the guard refuses only requests under it)."""
+
+    def refusal(status: int, title: str, message: str) -> str:
+        with links_under(base):
+            return refusal_page(status, title, message)
+
+    return refusal
 
 
 async def _in_thread(function: Callable[[], Response]) -> Response:
@@ -149,7 +167,7 @@ async def login(page: Page, request: Request) -> Response:
             "not the one printed. Run `abilities-mcp ui` again for a new link."
         )
         return HTMLResponse(refusal_page(403, "Link not valid", message), status_code=403)
-    response = RedirectResponse("/", status_code=303)
+    response = RedirectResponse(path(), status_code=303)
     response.headers.append("set-cookie", page.gate.cookie_header(session))
     return response
 
@@ -166,7 +184,7 @@ async def runs(page: Page, request: Request) -> Response:
             every = store.runs(limit=LISTED_RUNS)
         shown = [r for r in every if (not status or r.status == status) and (not ability or r.ability == ability)]
         known = sorted({r.ability for r in every} | set(page.catalog.refresh().winners))
-        return page.html(request, "Runs", pages.runs_body(shown, status, ability, known), "/")
+        return page.html(request, "Runs", pages.runs_body(shown, status, ability, known), "")
 
     return await _in_thread(render)
 
@@ -199,7 +217,7 @@ async def step_output(page: Page, request: Request) -> Response:
         if record is None or step is None:
             return _not_found(page, request, f"Run {run_id!r} has no step {step_id!r}.")
         live_step = step.status == "running" or (step.status == "pending" and record.status in LIVE)
-        follow_url = f"{request.url.path}/follow" if live_step else None
+        follow_url = path("runs", run_id, "steps", step_id, "follow") if live_step else None
         return page.html(request, f"Output of {step_id}", pages.step_body(record, step, follow_url), None)
 
     return await _in_thread(render)
@@ -225,7 +243,7 @@ async def abilities(page: Page, request: Request) -> Response:
         problems = {str(d.path): len(catalog.diagnostics(d)) for d in catalog.definitions}
         winners = {name: d.path for name, d in catalog.winners.items()}
         body = definitions.abilities_body(catalog.definitions, problems, winners)
-        return page.html(request, "Abilities", body, "/abilities")
+        return page.html(request, "Abilities", body, "abilities")
 
     return await _in_thread(render)
 
@@ -242,7 +260,7 @@ async def ability(page: Page, request: Request) -> Response:
             return _not_found(page, request, f"There is no ability {name!r}.{hint}")
         problems = catalog.diagnostics(found)
         svg = _graph(definitions.ability_data(found), found.name, problems=[(p.path, p.message) for p in problems])
-        return page.html(request, f"Ability {found.name}", definitions.ability_body(found, problems, svg), "/abilities")
+        return page.html(request, f"Ability {found.name}", definitions.ability_body(found, problems, svg), "abilities")
 
     return await _in_thread(render)
 
@@ -272,7 +290,7 @@ async def waiting(page: Page, request: Request) -> Response:
             calls = CallApprovals(store).waiting()
         session = request.scope["state"]["session"]
         body = answers.waiting_body(found, calls, session.csrf, flash)
-        return page.html(request, "Waiting for you", body, "/waiting")
+        return page.html(request, "Waiting for you", body, "waiting")
 
     return await _in_thread(render)
 
@@ -324,15 +342,15 @@ def _taken(request: Request, item: str, said: str) -> Response:
     """The answer was recorded: app.js gets JSON, a form without the script goes back to the list."""
     if _wants_json(request):
         return JSONResponse({"ok": True, "message": said})
-    return RedirectResponse(f"/waiting?answered={quote(item, safe='')}", status_code=303)
+    return RedirectResponse(f"{path('waiting')}?answered={quote(item, safe='')}", status_code=303)
 
 
 def _not_taken(page: Page, request: Request, why: str) -> Response:
     message = f"Nothing was recorded: {why}"
     if _wants_json(request):
         return JSONResponse({"ok": False, "message": message}, status_code=409)
-    body = join([el("p", message, role="alert"), el("p", el("a", "Back to what waits for you", href="/waiting"))])
-    return page.html(request, "Not recorded", body, "/waiting", status=409)
+    body = join([el("p", message, role="alert"), el("p", el("a", "Back to what waits for you", href=path("waiting")))])
+    return page.html(request, "Not recorded", body, "waiting", status=409)
 
 
 # --- skills and prerequisites --------------------------------------------------------------------------------------
@@ -349,7 +367,7 @@ async def skills(page: Page, request: Request) -> Response:
         matches = skillset.router().route(task, ROUTED_SKILLS) if task.strip() else None
         warnings = {s.name: skillset.warnings(s) for s in found}
         body = definitions.skills_body(found, warnings, problems, skillset.notes, task, matches)
-        return page.html(request, "Skills", body, "/skills")
+        return page.html(request, "Skills", body, "skills")
 
     return await _in_thread(render)
 
@@ -361,7 +379,7 @@ async def prerequisites(page: Page, request: Request) -> Response:
             sessions = _sessions(db, page.session_ttl)
             calls = CallApprovals(db).listed(limit=LISTED_CALLS)
         body = definitions.prerequisites_body(found, sessions, calls)
-        return page.html(request, "Prerequisites", body, "/prerequisites")
+        return page.html(request, "Prerequisites", body, "prerequisites")
 
     return await _in_thread(render)
 

@@ -1,11 +1,15 @@
-"""Who gets into the page: the one-time login link, the session cookie, and the checks every request passes.
+"""Who gets into the page: its secret prefix, the one-time login link, the session cookie, and the checks every
+request passes.
 
 Only the person who typed `abilities-mcp ui` holds the link (printed to their terminal, kept in this process's memory
-only, used once, lapsing). The link buys one session: an HttpOnly, SameSite=Strict cookie. Every request must name
-this server in its Host header (a DNS-rebinding page names its own); every request but the login and the static
-files must carry the cookie; every change (POST) must also come from the page itself (Origin, else Referer) and
-carry the session's CSRF token. A request that fails a check is answered 401 or 403 before any route runs: nothing
-changes. Every response carries the headers that keep it out of frames and other origins.
+only, used once, lapsing). Every page lives under a secret path prefix minted by the process, `/s/<prefix>/`, which
+is in that link and nowhere else; a request for any other path is a bare 404, before any other check. The link buys
+one session: an HttpOnly, SameSite=Strict cookie scoped to the prefix (`Path=/s/<prefix>/`), so the browser sends it
+to no other URL of 127.0.0.1, whatever the port (cookies do not tell ports apart; paths they do). Every request must
+name this server in its Host header (a DNS-rebinding page names its own); every request but the login and the static
+files must carry the cookie; every change (POST) must also come from the page itself (Origin, else a Referer under
+the prefix) and carry the session's CSRF token. A request that fails a check is answered 401 or 403 before any route
+runs: nothing changes. Every response carries the headers that keep it out of frames and other origins.
 """
 
 from __future__ import annotations
@@ -25,7 +29,11 @@ CSRF_HEADER = "x-csrf-token"
 TOKEN_SECONDS = 600.0
 # The largest body a change may carry: the answer forms are a few fields.
 MAX_BODY_BYTES = 64 * 1024
-# Paths anyone may read without a session: the stylesheet and the script, which hold no data.
+# Random bytes in the page's path prefix (22 characters): as unguessable as a session id needs, short in the link.
+PREFIX_BYTES = 16
+# Every page is under /s/<prefix>/; these paths are within it.
+PREFIX_ROOT = "/s/"
+# Paths anyone who has the prefix may read without a session: the stylesheet and the script, which hold no data.
 PUBLIC_PREFIX = "/static/"
 LOGIN_PATH = "/login"
 SAFE_METHODS = ("GET", "HEAD")
@@ -55,12 +63,16 @@ class Session:
 
 
 class Gate:
-    """The login link and the sessions it opened, for a server on 127.0.0.1:`port`."""
+    """The page's secret prefix, the login link and the sessions it opened, for a server on 127.0.0.1:`port`."""
 
     def __init__(self, port: int, token_seconds: float = TOKEN_SECONDS, clock: Callable[[], float] = time.monotonic):
         self.port = port
         self.origin = f"http://127.0.0.1:{port}"
         self.hosts = (f"127.0.0.1:{port}", f"localhost:{port}")
+        # Memory only, never written anywhere, like the token: only the printed link carries it.
+        self.prefix = secrets.token_urlsafe(PREFIX_BYTES)
+        self.base = f"{PREFIX_ROOT}{self.prefix}"  # every page's path starts with this and a slash
+        self.home = f"{self.origin}{self.base}/"
         self._clock = clock
         self._token: str | None = secrets.token_urlsafe(32)  # memory only, never written anywhere
         self._token_expires = clock() + token_seconds
@@ -70,7 +82,17 @@ class Gate:
         """The link to print, once; raises when the token is spent."""
         if self._token is None:
             raise RuntimeError("the login link was used already")
-        return f"{self.origin}{LOGIN_PATH}?token={self._token}"
+        return f"{self.origin}{self.base}{LOGIN_PATH}?token={self._token}"
+
+    def within(self, path: str) -> str | None:
+        """Where `path` is within the page (`/waiting` for `/s/<prefix>/waiting`), or None when it is not under the
+        page's prefix (compared in constant time, as the token and the session are)."""
+        if not path.startswith(PREFIX_ROOT):
+            return None
+        prefix, slash, rest = path[len(PREFIX_ROOT) :].partition("/")
+        if not slash or not hmac.compare_digest(prefix.encode(), self.prefix.encode()):
+            return None
+        return "/" + rest
 
     def login(self, token: str) -> Session | None:
         """A new session for the valid token, which is spent by it; None for any other token, or a late one."""
@@ -96,15 +118,16 @@ class Gate:
         return host is not None and host.lower() in self.hosts
 
     def origin_ok(self, origin: str | None, referer: str | None) -> bool:
-        """The change comes from this server's page: its Origin, else (none sent) its Referer."""
+        """The change comes from this server's page: its Origin, else (none sent) a Referer under its prefix."""
         if origin is not None:
             return origin == self.origin
-        return referer is not None and (referer == self.origin or referer.startswith(self.origin + "/"))
+        return referer is not None and referer.startswith(self.home)
 
     def cookie_header(self, session: Session) -> str:
-        """Set-Cookie for a session: not readable by scripts, never sent from another site, the whole page; no
-        Secure, as this is plain http on loopback."""
-        return f"{COOKIE}={session.session_id}; HttpOnly; SameSite=Strict; Path=/"
+        """Set-Cookie for a session: not readable by scripts, never sent from another site, sent only to the page's
+        prefix (no other server on 127.0.0.1 gets it, whatever its port); no Secure, as this is plain http on
+        loopback."""
+        return f"{COOKIE}={session.session_id}; HttpOnly; SameSite=Strict; Path={self.base}/"
 
 
 def csrf_ok(session: Session, header: str | None, body: bytes, content_type: str) -> bool:
@@ -132,7 +155,8 @@ def _cookie(header: str, name: str) -> str | None:
 
 class Guard:
     """ASGI middleware: every request passes the gate's checks before the app sees it; every answer gets the
-    headers. The app finds the request's session in `scope["state"]["session"]`."""
+    headers. The app (its routes under the gate's prefix) finds the request's session in
+    `scope["state"]["session"]`."""
 
     def __init__(self, app: ASGIApp, gate: Gate, refusal: Refusal):
         self.app, self.gate, self.refusal = app, gate, refusal
@@ -140,11 +164,14 @@ class Guard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        send = _with_headers(send, scope["path"].startswith(PUBLIC_PREFIX))
+        path = self.gate.within(scope["path"])
+        send = _with_headers(send, path is not None and path.startswith(PUBLIC_PREFIX))
+        if path is None:  # not the page: nothing, not even a refusal page (it would name the prefix)
+            return await _nothing(send)
         headers = _headers(scope)
         if not self.gate.host_ok(headers.get("host")):
             return await self._refuse(send, 403, "Wrong address", _WRONG_HOST)
-        path, method = scope["path"], scope["method"]
+        method = scope["method"]
         if method not in (*SAFE_METHODS, "POST"):
             return await self._refuse(send, 405, "Not allowed", "This page only reads, or answers with its forms.")
         public = path.startswith(PUBLIC_PREFIX) or path == LOGIN_PATH
@@ -175,6 +202,12 @@ class Guard:
             }
         )
         await send({"type": "http.response.body", "body": page})
+
+
+async def _nothing(send: Send) -> None:
+    """A bare 404: no body, no page, no hint of the prefix."""
+    await send({"type": "http.response.start", "status": 404, "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
 
 
 _WRONG_HOST = (

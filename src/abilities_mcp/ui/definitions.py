@@ -141,7 +141,7 @@ def skills_body(
         el("input", type="text", id="task", name="task", value=task, maxlength="10000", autocomplete="off"),
         el("button", "Route", type="submit"),
         method="get",
-        action="/skills",
+        action=path("skills"),
         class_="route",
         role="search",
     )

@@ -2,13 +2,19 @@
 `el` returns) goes in as it is. Text from a run, a step, an agent or a file is also made inert: control characters
 and the marks that reorder text are shown as escapes, as the CLI shows them (cli/inert.py), so no output can draw
 over what a person reads before they approve.
+
+Every link into the page is built by `path`, on the page's secret prefix (`/s/<prefix>`, auth.Gate.base) that the app
+sets for the request it answers (`links_under`): a page never links outside its prefix, and never names it unless the
+request that asked for it did.
 """
 
 from __future__ import annotations
 
 import html
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from urllib.parse import quote
 
 # C0 controls but newline and tab, DEL, C1 controls, and the Unicode marks that reorder or hide text (cli/inert.py's
@@ -20,8 +26,11 @@ _TABLE = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _UNSAFE}
 _VOID = {"br", "hr", "img", "input", "link", "meta"}
 _SVG_EMPTY = {"rect", "line", "circle", "path"}
 
-NAV = [("/", "Runs"), ("/waiting", "Waiting for you"), ("/abilities", "Abilities"), ("/skills", "Skills")]
-NAV += [("/prerequisites", "Prerequisites")]
+# The sections, by their path within the page ("" is the runs, the page's first) and name.
+NAV = [("", "Runs"), ("waiting", "Waiting for you"), ("abilities", "Abilities"), ("skills", "Skills")]
+NAV += [("prerequisites", "Prerequisites")]
+# The page's base path (`/s/<prefix>`) for the request being answered; unset, `path` raises rather than link outside.
+BASE: ContextVar[str] = ContextVar("BASE")
 
 
 class Safe(str):
@@ -78,9 +87,20 @@ def scroll(content: object, label: str) -> Safe:
     return el("div", content, class_="scroll", role="region", aria_label=label, tabindex="0")
 
 
+@contextmanager
+def links_under(base: str) -> Iterator[None]:
+    """Within it, `path` builds links under `base` (the page's prefix, `/s/<prefix>`)."""
+    token = BASE.set(base)
+    try:
+        yield
+    finally:
+        BASE.reset(token)
+
+
 def path(*parts: str, keep_slashes: bool = False) -> str:
-    """A URL path from segments, each quoted (an ability's name keeps its slashes)."""
-    return "/" + "/".join(quote(p, safe="/" if keep_slashes else "") for p in parts)
+    """A link into the page: its base, then the segments, each quoted (an ability's name keeps its slashes);
+    `path()` is the page's first, the runs."""
+    return f"{BASE.get()}/" + "/".join(quote(p, safe="/" if keep_slashes else "") for p in parts)
 
 
 def clock(at: float | None) -> Safe | None:
@@ -106,8 +126,9 @@ def seconds(value: float | None) -> str:
 
 
 def layout(title: str, body: object, *, current: str | None, session_csrf: str | None, project: str = "") -> str:
-    """A whole page: the header with the navigation and the live status, then `body` under the title. Without a
-    session (a refusal) the page names no data and opens no event stream."""
+    """A whole page: the header with the navigation (`current`: the section's path within the page, as in NAV) and
+    the live status, then `body` under the title. Without a session (a refusal) the page names no data and opens no
+    event stream."""
     nav = None
     if session_csrf is not None:
         nav = el(
@@ -115,8 +136,8 @@ def layout(title: str, body: object, *, current: str | None, session_csrf: str |
             el(
                 "ul",
                 [
-                    el("li", el("a", label, href=href, aria_current="page" if href == current else None))
-                    for href, label in NAV
+                    el("li", el("a", label, href=path(at), aria_current="page" if at == current else None))
+                    for at, label in NAV
                 ],
             ),
             aria_label="Sections",
@@ -126,7 +147,7 @@ def layout(title: str, body: object, *, current: str | None, session_csrf: str |
         "header",
         el(
             "p",
-            el("a", "abilities-mcp", href="/"),
+            el("a", "abilities-mcp", href=path()),
             " ",
             el("span", project, class_="project") if project else None,
             class_="brand",
@@ -139,11 +160,12 @@ def layout(title: str, body: object, *, current: str | None, session_csrf: str |
             Safe('<meta charset="utf-8">'),
             Safe('<meta name="viewport" content="width=device-width, initial-scale=1">'),
             el("title", f"{title} · abilities-mcp"),
-            Safe('<link rel="stylesheet" href="/static/app.css">'),
-            Safe('<script src="/static/app.js" defer></script>') if session_csrf is not None else None,
+            el("link", rel="icon", href=path("favicon.ico")),  # else the browser asks for /favicon.ico: not the page
+            el("link", rel="stylesheet", href=path("static", "app.css")),
+            el("script", src=path("static", "app.js"), defer=True) if session_csrf is not None else None,
         ]
     )
-    body_attrs = {"data_events": "/events", "data_csrf": session_csrf} if session_csrf is not None else {}
+    body_attrs = {"data_events": path("events"), "data_csrf": session_csrf} if session_csrf is not None else {}
     page = el(
         "body",
         el("a", "Skip to the content", href="#main", class_="skip"),
@@ -157,5 +179,5 @@ def layout(title: str, body: object, *, current: str | None, session_csrf: str |
 def refusal_page(status: int, title: str, message: str) -> str:
     """A page for a request that was refused: what happened and what to do, nothing else."""
     return layout(
-        title, join([el("p", message), el("p", el("a", "Open the page", href="/"))]), current=None, session_csrf=None
+        title, join([el("p", message), el("p", el("a", "Open the page", href=path()))]), current=None, session_csrf=None
     )

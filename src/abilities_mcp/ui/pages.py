@@ -57,7 +57,7 @@ def runs_body(records: Sequence[RunRecord], status: str, ability: str, abilities
         el("span", el("label", "Ability", for_="filter-ability"), " ", ability_choice, class_="field"),
         el("button", "Filter", type="submit"),
         method="get",
-        action="/",
+        action=path(),
         class_="filters",
         aria_label="Filter runs",
     )
@@ -135,10 +135,11 @@ def run_body(record: RunRecord, children: Sequence[RunRecord], parent: RunRecord
         id="run-facts",
         class_="facts",
     )
+    asked = f"{path('waiting')}#ask-{record.run_id}"
     notes = [
         el("p", "Error: ", record.error, class_="error", role="alert") if record.error else None,
         el("p", record.trust_note, class_="note") if record.trust_note else None,
-        el("p", "This run waits for your answer: ", el("a", "answer it", href=f"/waiting#ask-{record.run_id}"), ".")
+        el("p", "This run waits for your answer: ", el("a", "answer it", href=asked), ".")
         if record.status in ASKING
         else None,
     ]

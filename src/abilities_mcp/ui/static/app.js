@@ -1,9 +1,12 @@
 // The local page's script (abilities-mcp ui). Every page works without it: forms post, pages reload. With it:
-// - the page is live: the server's event stream (/events) says when something changed, and the page fetches itself
-//   and swaps in the elements marked data-live that differ (no polling: nothing is fetched until the server speaks);
-// - an answer is sent without leaving the page, and its item leaves the list;
-// - a running step's output arrives as it is printed (its own stream).
-// The page's Content-Security-Policy allows no inline script: data comes in data- attributes.
+// - the page is live: the server's event stream (body's data-events) says when something changed, and the page
+//   fetches itself and swaps in the elements marked data-live that differ (no polling: nothing is fetched until the
+//   server speaks);
+// - an answer is sent without leaving the page (to its form's action), and its item leaves the list;
+// - a running step's output arrives as it is printed (its own stream, the data-follow of #follow).
+// The page's Content-Security-Policy allows no inline script: data comes in data- attributes. Every page is under a
+// secret path prefix (/s/<prefix>/) that the session cookie is scoped to: this script names no URL of its own, it
+// uses only those the server drew under the prefix (data-events, data-follow, a form's action) and the page's own.
 "use strict";
 
 (function () {
