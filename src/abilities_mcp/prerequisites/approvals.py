@@ -190,14 +190,9 @@ class CallApprovals:
         given, rejected, used, or lapsed)."""
         now = time.time()
         with self.db.transaction() as db:
-            row = db.execute(
-                f"SELECT {_COLUMNS} FROM call_approvals WHERE session_id=? AND tool=? AND digest=? AND status=? "
-                "AND expires_at>? ORDER BY answered_at LIMIT 1",
-                (session_id, request.tool, request.digest, APPROVED, now),
-            ).fetchone()
-            if row is None:
+            taken = self._standing(db, session_id, request, APPROVED, "answered_at", now)
+            if taken is None:
                 return None
-            taken = CallApproval.of(row)
             db.execute("UPDATE call_approvals SET status=?, used_at=? WHERE call_id=?", (USED, now, taken.call_id))
         return taken._replace(status=USED, used_at=now)
 
@@ -206,13 +201,9 @@ class CallApprovals:
         new one."""
         now = time.time()
         with self.db.transaction() as db:
-            row = db.execute(
-                f"SELECT {_COLUMNS} FROM call_approvals WHERE session_id=? AND tool=? AND digest=? AND status=? "
-                "AND expires_at>? ORDER BY requested_at DESC LIMIT 1",
-                (session_id, request.tool, request.digest, PENDING, now),
-            ).fetchone()
-            if row is not None:
-                return CallApproval.of(row)
+            found = self._standing(db, session_id, request, PENDING, "requested_at DESC", now)
+            if found is not None:
+                return found
             db.execute("DELETE FROM call_approvals WHERE expires_at<?", (now - KEEP_SECONDS,))
             waiting = db.execute(
                 "SELECT count(*) FROM call_approvals WHERE session_id=? AND status=? AND expires_at>?",
@@ -241,6 +232,16 @@ class CallApprovals:
             values[6] = json.dumps(list(made.workflows))
             db.execute(f"INSERT INTO call_approvals ({_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
         return made
+
+    @staticmethod
+    def _standing(db: Any, session_id: str, request: Request, status: str, order: str, now: float):
+        """This call's request in this session with `status`, not lapsed by `now`: the first by `order`."""
+        row = db.execute(
+            f"SELECT {_COLUMNS} FROM call_approvals WHERE session_id=? AND tool=? AND digest=? AND status=? "
+            f"AND expires_at>? ORDER BY {order} LIMIT 1",
+            (session_id, request.tool, request.digest, status, now),
+        ).fetchone()
+        return CallApproval.of(row) if row is not None else None
 
     def answer(
         self, call_id: str, approved: bool, by: str, channel: str, origin: str, note: str | None = None
