@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import InputRequiredResult
@@ -23,6 +24,7 @@ from ..state.project import Project
 from ..state.store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS, Store
 from .ability_tools import add_ability_tools, add_matching_tools
 from .lane import Lane
+from .page import PageHost
 from .session import Session
 from .skill_extension import AdvertiseOnHandshake, SkillsExtension
 from .skill_tools import SkillServer, add_skill_tools
@@ -101,12 +103,15 @@ def create_server(
         store.prune(history_runs, history_days)
         engine = Engine(store, catalog, **({"retry_base": retry_base} if retry_base is not None else {}))
         try:
-            async with engine.running(), upstreams() as connections:  # nothing connects until a call needs it
-                lane.session = Session(engine, store, f"mcp-{secrets.token_hex(6)}", connections)
+            # nothing connects until a call needs it; the page starts when a client that asks by URL needs it
+            async with engine.running(), upstreams() as connections, anyio.create_task_group() as tg:
+                page = PageHost(project, tg)
+                lane.session = Session(engine, store, f"mcp-{secrets.token_hex(6)}", connections, page=page)
                 try:
                     yield lane.session
                 finally:
                     lane.session = None
+                    page.stop()
         finally:
             store.close()
 

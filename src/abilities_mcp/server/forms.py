@@ -6,7 +6,9 @@ waits for the form, racing the other ways the question can end (the terminal com
 the client shows it and repeats the same call with the answer, which `answer_from_retry` applies before the call
 does anything else (so a repeated ability_run does not start a second run).
 
-A client that declares no form elicitation is never sent one: its run waits for `abilities-mcp approve`.
+A client that declares no form elicitation is never sent one: its run waits for `abilities-mcp approve`. One that
+declares URL-mode elicitation and no forms is, in the handshake era, sent a one-time link to the page this process
+hosts (server/page.py) instead, raced the same way (`ask_by_url`); in the 2026-07-28 era it waits for the terminal.
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ from ..prerequisites.approvals import CallApproval, CallApprovals, NotPending
 
 if TYPE_CHECKING:
     from ..gateway.person import Ask
+    from .page import PageHost
 
 log = logging.getLogger(__name__)
 # The key of our one form in an InputRequiredResult, and the first protocol version that uses them.
 FORM_KEY = "abilities_mcp_answer"
 INPUT_REQUIRED_VERSION = "2026-07-28"
+# What the URL elicitation adds to the question: the person answers on the page the link opens.
+URL_HINT = " Open the link to answer on your own screen."
 # Forms one tool call may show in a row (an approval, then a decision, ...), before it returns the run as it is.
 MAX_FORMS_PER_CALL = 8
 
@@ -48,6 +53,17 @@ def era_of(caps: Any, version: str | None) -> str | None:
     if form is None or (form.form is None and form.url is not None):  # bare `elicitation: {}` means form
         return None
     return "modern" if version and is_version_at_least(version, INPUT_REQUIRED_VERSION) else "legacy"
+
+
+def url_era(ctx: Context) -> str | None:
+    """'legacy' when the client asks by URL and shows no forms in the handshake era (the page answers then); None
+    otherwise (a client that shows forms gets them; a 2026-07-28 client that shows none waits for the terminal)."""
+    caps = ctx.client_capabilities
+    asks = caps.elicitation if caps is not None else None
+    if asks is None or asks.url is None or asks.form is not None:
+        return None
+    version = ctx.protocol_version
+    return None if version and is_version_at_least(version, INPUT_REQUIRED_VERSION) else "legacy"
 
 
 def form_origin(ctx: Context) -> str:
@@ -136,6 +152,62 @@ async def ask_by_form(engine: Engine, ctx: Context, live: LiveRun, question: Que
         except Refused:
             pass
     return "failed" not in outcome
+
+
+async def ask_by_url(engine: Engine, ctx: Context, live: LiveRun, question: Question, page: PageHost) -> str:
+    """Point the person to the page's item for this question through a one-time link (handshake era), racing the
+    other channels as ask_by_form does: 'asked' once the question is answered (by any channel) or the run ended,
+    'declined' when the person declined or cancelled (the question stays open for the terminal), 'busy' when
+    another call asks it already, 'failed' when the client cannot take it. The link is in memory and in the request
+    to the client only; unspent, it is revoked once the question is settled."""
+    if question.id in live.forms_open:
+        return "busy"
+    live.forms_open.add(question.id)
+    outcome: dict[str, Any] = {}
+    token: str | None = None
+
+    async def show(scope: anyio.CancelScope, url: str) -> None:
+        try:
+            result = await ctx.session.elicit_url(
+                question.message(live.run_id, live.name) + URL_HINT,
+                url,
+                question.id,
+                related_request_id=ctx.request_id,
+            )
+        except Exception as exc:  # method not found, no back channel, a broken client: fall back to waiting
+            log.warning("URL elicitation failed, the run waits for `abilities-mcp approve`: %r", exc)
+            outcome["failed"] = exc
+            scope.cancel()
+            return
+        if result.action != "accept":  # not opened: the terminal answers; the link goes
+            outcome["declined"] = result.action
+            scope.cancel()
+        # accepted: the person answers on the page, or anywhere else; the wait below sees it
+
+    try:
+        try:
+            url, token = await page.link(live.run_id)
+        except OSError as exc:
+            log.warning("the page could not start, the run waits for `abilities-mcp approve`: %r", exc)
+            return "failed"
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(show, tg.cancel_scope, url)
+            while live.question is question and not live.done.is_set():
+                await live.changed.wait()
+            tg.cancel_scope.cancel()  # answered: stop waiting for the client
+    finally:
+        live.forms_open.discard(question.id)
+        if token is not None:
+            page.revoke(token)
+    if "failed" in outcome:
+        return "failed"
+    if "declined" in outcome:
+        return "declined"
+    try:
+        await ctx.session.send_elicit_complete(question.id, related_request_id=ctx.request_id)
+    except Exception as exc:  # the client went away: nothing to tell
+        log.debug("elicitation/complete not sent: %r", exc)
+    return "asked"
 
 
 # --- a person's yes to one proxied call (gateway/person.py) --------------------------------------------------------

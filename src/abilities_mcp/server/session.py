@@ -17,12 +17,13 @@ from ..errors import AbilitiesError, Refused
 from ..state.claims import Client, claim
 from ..state.owners import client_of
 from ..state.store import Store
-from .forms import MAX_FORMS_PER_CALL, ask_by_form, form_era, input_required, open_question
+from .forms import MAX_FORMS_PER_CALL, ask_by_form, ask_by_url, form_era, input_required, open_question, url_era
 from .results import Run
 from .views import run_view
 
 if TYPE_CHECKING:  # imported when a gateway is configured: start-up does not pay for it
     from ..gateway.upstreams import Upstreams
+    from .page import PageHost
 
 # Requests whose claimed session is remembered (a tool may ask for its session more than once per call).
 REMEMBERED_REQUESTS = 256
@@ -38,6 +39,8 @@ class Session:
     upstreams: Upstreams | None = None  # the gateway's connections (gateway/upstreams.py)
     forms_work: bool = True  # cleared when this client failed a form: its runs wait for the terminal command
     exposed_servers: set[str] | None = None  # the exposed upstreams when this client last listed (server/exposed.py)
+    page: PageHost | None = None  # the page a client that asks by URL is sent to (server/page.py)
+    declined: set[str] = field(default_factory=set)  # questions whose link the person declined: the terminal's now
     # The client process that started this server, to claim only the calls its own hook announced.
     client: Client = field(default_factory=lambda: client_of(os.getpid()))
     _claimed: OrderedDict[Any, str | None] = field(default_factory=OrderedDict)
@@ -51,18 +54,30 @@ class Session:
     async def settle(
         self, ctx: Context, run_id: str, wait_seconds: float, progress=None, *, first_change: bool = False
     ) -> Run | InputRequiredResult:
-        """Wait as the caller asked; when the run then waits for a person and the client shows forms, ask there."""
+        """Wait as the caller asked; when the run then waits for a person and the client shows forms (or, showing
+        none, opens URLs), ask there."""
         await self.engine.wait(run_id, wait_seconds, progress, first_change=first_change)
         for _ in range(MAX_FORMS_PER_CALL):
             asking = open_question(self.engine, run_id)
             # A resumed run's questions go to the terminal: the client that resumed it proves no person (live.py).
-            era = form_era(ctx) if asking is not None and self.forms_work and asking[0].forms_allowed else None
-            if asking is None or era is None:
+            if asking is None or not self.forms_work or not asking[0].forms_allowed:
                 break
+            era = form_era(ctx)
             if era == "modern":
                 return input_required(run_id, *asking)
-            if not await ask_by_form(self.engine, ctx, *asking):
-                self.forms_work = False
+            if era == "legacy":
+                if not await ask_by_form(self.engine, ctx, *asking):
+                    self.forms_work = False
+                    break
+            elif self.page is not None and url_era(ctx) and asking[1].id not in self.declined:
+                outcome = await ask_by_url(self.engine, ctx, *asking, self.page)
+                if outcome == "failed":
+                    self.forms_work = False
+                if outcome != "asked":
+                    if outcome == "declined":
+                        self.declined.add(asking[1].id)
+                    break
+            else:
                 break
             await self.engine.wait(run_id, wait_seconds, progress)
         return self.view(run_id)

@@ -8,7 +8,7 @@ Every route is under the process's secret prefix, `/s/<prefix>` (auth.Gate.base;
 
 | route | shows |
 |---|---|
-| `GET /login?token=…` | the one-time link: a session cookie and a redirect to the runs (403 for any other token) |
+| `GET /login?token=…` | a one-time link: a session cookie, then the runs or the item the link is for (else 403) |
 | `GET /` | the runs, newest first, filtered by `status` and `ability`, live |
 | `GET /runs/{run_id}` | a run's timeline, child runs, answers and inputs, live |
 | `GET /runs/{run_id}/steps/{step_id}` (`/follow`) | all that was kept of a step's output (its output as it comes) |
@@ -160,14 +160,15 @@ async def _in_thread(function: Callable[[], Response]) -> Response:
 async def login(page: Page, request: Request) -> Response:
     if request.method == "HEAD":  # a link preview looking, not the person opening it: the link stays unspent
         return Response(status_code=200, media_type="text/html")
-    session = page.gate.login(request.query_params.get("token", ""))
-    if session is None:
+    found = page.gate.login_to(request.query_params.get("token", ""))
+    if found is None:
         message = (
             "This login link is not valid: it was used already, it expired (a link works for 10 minutes), or it is "
             "not the one printed. Run `abilities-mcp ui` again for a new link."
         )
         return HTMLResponse(refusal_page(403, "Link not valid", message), status_code=403)
-    response = RedirectResponse(path(), status_code=303)
+    session, target = found  # where the link lands: fixed when it was made (auth.Gate.mint), never by the request
+    response = RedirectResponse(page.gate.base + target, status_code=303)
     response.headers.append("set-cookie", page.gate.cookie_header(session))
     return response
 

@@ -65,7 +65,14 @@ class Session:
 class Gate:
     """The page's secret prefix, the login link and the sessions it opened, for a server on 127.0.0.1:`port`."""
 
-    def __init__(self, port: int, token_seconds: float = TOKEN_SECONDS, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        port: int,
+        token_seconds: float = TOKEN_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        printed_link: bool = True,
+    ):
         self.port = port
         self.origin = f"http://127.0.0.1:{port}"
         self.hosts = (f"127.0.0.1:{port}", f"localhost:{port}")
@@ -74,8 +81,12 @@ class Gate:
         self.base = f"{PREFIX_ROOT}{self.prefix}"  # every page's path starts with this and a slash
         self.home = f"{self.origin}{self.base}/"
         self._clock = clock
-        self._token: str | None = secrets.token_urlsafe(32)  # memory only, never written anywhere
+        # memory only, never written anywhere; none for a page the MCP server hosts (it mints links as it asks)
+        self._token: str | None = secrets.token_urlsafe(32) if printed_link else None
         self._token_expires = clock() + token_seconds
+        # One-time links to one place within the page (server/page.py: the waiting page's item for a question),
+        # token -> (expiry, target path within the page): memory only too.
+        self._links: dict[str, tuple[float, str]] = {}
         self.sessions: dict[str, Session] = {}
 
     def login_url(self) -> str:
@@ -83,6 +94,23 @@ class Gate:
         if self._token is None:
             raise RuntimeError("the login link was used already")
         return f"{self.origin}{self.base}{LOGIN_PATH}?token={self._token}"
+
+    def mint(self, target: str, seconds: float = TOKEN_SECONDS) -> str:
+        """A further one-time login token whose login lands on `target`, a path within the page the caller fixes
+        (`/waiting#ask-RUN`), never one a request names: no open redirect. Kept in memory only, like the first."""
+        if not target.startswith("/") or target.startswith("//") or "\\" in target:
+            raise ValueError(f"not a path within the page: {target!r}")
+        token = secrets.token_urlsafe(32)
+        self._links[token] = (self._clock() + seconds, target)
+        return token
+
+    def link(self, token: str) -> str:
+        """The login link for a minted token."""
+        return f"{self.origin}{self.base}{LOGIN_PATH}?token={token}"
+
+    def revoke(self, token: str) -> None:
+        """A minted token no longer logs in (its question was answered some other way, or the person declined)."""
+        self._links.pop(token, None)
 
     def within(self, path: str) -> str | None:
         """Where `path` is within the page (`/waiting` for `/s/<prefix>/waiting`), or None when it is not under the
@@ -96,15 +124,29 @@ class Gate:
 
     def login(self, token: str) -> Session | None:
         """A new session for the valid token, which is spent by it; None for any other token, or a late one."""
-        wanted, late = self._token, self._clock() >= self._token_expires
-        if wanted is None or not hmac.compare_digest(token.encode(), wanted.encode()):
+        found = self.login_to(token)
+        return found[0] if found is not None else None
+
+    def login_to(self, token: str) -> tuple[Session, str] | None:
+        """login, with where the link lands within the page: `/` (the runs) for the printed link, a minted link's
+        own target."""
+        now = self._clock()
+        wanted = self._token
+        if wanted is not None and hmac.compare_digest(token.encode(), wanted.encode()):
+            self._token = None  # spent, also when it came too late: a link is tried once
+            return self._open() if now < self._token_expires else None
+        minted = next((t for t in list(self._links) if hmac.compare_digest(token.encode(), t.encode())), None)
+        if minted is None:
             return None  # a wrong token does not spend the person's link
-        self._token = None  # spent, also when it came too late: a link is tried once
-        if late:
-            return None
+        expires, target = self._links.pop(minted)
+        for lapsed in [t for t, (at, _) in self._links.items() if at <= now]:
+            del self._links[lapsed]
+        return self._open(target) if now < expires else None
+
+    def _open(self, target: str = "/") -> tuple[Session, str]:
         session = Session()
         self.sessions[session.session_id] = session
-        return session
+        return session, target
 
     def session(self, cookie_header: str | None) -> Session | None:
         """The session the request's cookie names, or None."""
