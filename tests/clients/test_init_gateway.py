@@ -210,7 +210,9 @@ def project_with(folder: Path, case: Case, text: str) -> Path:
 
 
 def files(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+    """Each file of the project as text, the project's own path (the hooks' --root) written ROOT."""
+    found = {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {name: text.replace(str(root.resolve()), "ROOT") for name, text in found.items()}
 
 
 @pytest.mark.parametrize("client", CLIENTS)
