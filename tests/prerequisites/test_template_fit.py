@@ -137,6 +137,7 @@ def test_workflows_add_writes_dangerous_commands_and_validate_accepts_it(root: P
         "tools": [
             "Bash(git push --force:*)",
             "Bash(git push -f:*)",
+            "Bash(git push --mirror:*)",
             "Bash(git reset --hard:*)",
             "Bash(git clean -fdx:*)",
             "Bash(rm -rf:*)",
