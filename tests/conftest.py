@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import textwrap
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +12,7 @@ from mcp import Client
 
 from abilities_mcp.server import create_server
 from abilities_mcp.state.project import Project
+from provider_support import OidcProvider, start_provider
 from quick_subset import mark_slow
 from support import TEST_RETRY_BASE
 
@@ -74,6 +75,13 @@ def project(root: Path) -> Project:
 async def client(project: Project) -> AsyncIterator[Client]:
     async with Client(create_server(project, retry_base=TEST_RETRY_BASE)) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def oidc_provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
+    """One real OpenID Connect provider for the whole session, started when a test first asks (provider_support.py)."""
+    with start_provider(tmp_path_factory.mktemp("oidc-provider")) as provider:
+        yield provider
 
 
 @pytest.fixture
