@@ -1,0 +1,55 @@
+"""Who made a call on a team server: a person as the OpenID provider names them, and whether they may approve.
+
+An identity is recorded on every run it starts and every answer it gives, as its `key`: the issuer and the subject,
+which the provider promises are unique together (an email can change hands; `sub` never does). Stdlib only: the
+engine and the page compare identities, neither needs more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A person (or a client acting for one) the team server's OpenID provider vouched for."""
+
+    issuer: str
+    subject: str
+    email: str | None = None  # only a verified one: an unverified address names nobody
+    name: str | None = None
+
+    @property
+    def key(self) -> str:
+        """What the state records and four-eyes compares: `issuer#subject`."""
+        return f"{self.issuer}#{self.subject}"
+
+    @property
+    def shown(self) -> str:
+        """How a person reads it: the verified email, else the name, else the subject."""
+        return self.email or self.name or self.subject
+
+
+def shown_key(key: str | None) -> str:
+    """A recorded key as a person reads it (the subject, without the issuer); `local` for a run without one."""
+    if not key:
+        return "local"
+    return key.rpartition("#")[2] or key
+
+
+@dataclass(frozen=True)
+class Approvers:
+    """Who may answer an approval on a team server: subjects or verified emails, set by whoever runs the server
+    (a flag or the environment, never a project file the agent could edit)."""
+
+    names: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, text: str | Iterable[str] | None) -> Approvers:
+        items = text.split(",") if isinstance(text, str) else (text or ())
+        return cls(frozenset(item.strip().lower() for item in items if item.strip()))
+
+    def includes(self, identity: Identity) -> bool:
+        named = {identity.subject.lower(), *([identity.email.lower()] if identity.email else [])}
+        return bool(named & self.names)
