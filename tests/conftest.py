@@ -12,6 +12,7 @@ from mcp import Client
 
 from abilities_mcp.server import create_server
 from abilities_mcp.state.project import Project
+from postgres_support import Cluster, start_cluster
 from provider_support import OidcProvider, start_provider
 from quick_subset import mark_slow
 from support import TEST_RETRY_BASE
@@ -41,7 +42,13 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     # The package's built-in skills would join every test project's skills; tests/skills/test_builtin.py turns them on.
     monkeypatch.setenv("ABILITIES_BUILTIN_SKILLS", "0")
-    for var in ("ABILITIES_ROOT", "CLAUDE_PROJECT_DIR", "ABILITIES_STATE_DIR", "CLAUDE_CODE_SESSION_ID"):
+    for var in (
+        "ABILITIES_ROOT",
+        "CLAUDE_PROJECT_DIR",
+        "ABILITIES_STATE_DIR",
+        "ABILITIES_STATE",
+        "CLAUDE_CODE_SESSION_ID",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -75,6 +82,28 @@ def project(root: Path) -> Project:
 async def client(project: Project) -> AsyncIterator[Client]:
     async with Client(create_server(project, retry_base=TEST_RETRY_BASE)) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster]:
+    """One throwaway PostgreSQL server for the whole session, started when a test first asks (postgres_support.py)."""
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: Cluster) -> str:
+    """A postgresql:// state location of this test's own: a fresh schema, created when first opened."""
+    return postgres_cluster.fresh_schema()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def state_location(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """The state at each engine in turn: a SQLite file in the test's folder, then a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return tmp_path / "s.db"
+    return request.getfixturevalue("postgres_url")
 
 
 @pytest.fixture(scope="session")

@@ -62,6 +62,8 @@ SLOW_MODULES = {
     "cli/test_serve_banner.py",
     # The project's folders resolved by the CLI and the server in subprocesses (the fixtures resolve them in-process).
     "state/test_project.py",
+    # The stdio server on a PostgreSQL state (a throwaway cluster, tests/postgres_support.py) and the CLI reading it.
+    "state/test_postgres_server.py",
     # The hook as Claude Code runs it, a process per call (tests/clients/test_hook_clients.py keeps the hook command
     # in the quick subset), and the gateway's refresh and templates against real upstream processes.
     "clients/test_hook.py",
@@ -86,6 +88,7 @@ SLOW_TESTS = {
     "test_hostile_input.py::test_the_server_starts_on_a_broken_state_file_moving_it_aside_and_saying_so",
     "state/test_store.py::test_a_server_started_with_history_cut_short_erases_no_answer",
     "state/test_store.py::test_processes_creating_a_new_state_file_at_the_same_moment_all_open_it",
+    "state/test_postgres.py::test_the_embedded_default_never_imports_psycopg",
     "clients/test_hook.py::test_the_server_and_many_hook_processes_share_the_state_file_at_once_and_lose_nothing",
     "engine/test_nested_runs.py::test_after_a_sigkill_both_runs_are_interrupted_and_resuming_the_parent_resumes_the_same_child",
     "cli/test_cli.py::test_run_exits_2_and_says_what_is_wrong_with_the_inputs_on_stderr",

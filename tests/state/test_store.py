@@ -39,8 +39,8 @@ def make_run(
     )
 
 
-def test_a_run_written_by_one_connection_is_read_by_another(tmp_path: Path) -> None:
-    writer, reader = Store(tmp_path / "s.db"), Store(tmp_path / "s.db")
+def test_a_run_written_by_one_connection_is_read_by_another(state_location) -> None:
+    writer, reader = Store(state_location), Store(state_location)
     writer.create_run(make_run("r1", status="running", pid=os.getpid()))
     writer.update_step("r1", "one", "succeed", status="completed", output="hi", exit_code=0)
     run = reader.get_run("r1")
@@ -48,11 +48,12 @@ def test_a_run_written_by_one_connection_is_read_by_another(tmp_path: Path) -> N
     assert [e["event"] for e in reader.events("r1")] == ["created", "succeed"]
 
 
-def test_concurrent_writers_from_two_processes_lose_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
+def test_concurrent_writers_from_two_processes_lose_nothing(state_location) -> None:
+    db = state_location
     Store(db).create_run(make_run("r1", status="running"))
     script = (
-        "import sys; from abilities_mcp.state.store import Store; s = Store(__import__('pathlib').Path(sys.argv[1]))\n"
+        "import sys; from abilities_mcp.state.store import Store; at = sys.argv[1]\n"
+        "s = Store(at if '://' in at else __import__('pathlib').Path(at))\n"
         "for i in range(200): s.update_run('r1', 'tick', sys.argv[2])\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", script, str(db), tag]) for tag in ("a", "b")]
@@ -86,8 +87,8 @@ def test_processes_creating_a_new_state_file_at_the_same_moment_all_open_it(tmp_
         assert Store(db).db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_runs_left_live_by_a_dead_process_are_orphans_and_live_owners_are_not(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_runs_left_live_by_a_dead_process_are_orphans_and_live_owners_are_not(state_location) -> None:
+    store = Store(state_location)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     store.create_run(make_run("mine", status="running", pid=os.getpid()))
@@ -98,8 +99,8 @@ def test_runs_left_live_by_a_dead_process_are_orphans_and_live_owners_are_not(tm
     assert not owner_alive(os.getpid(), (process_start(os.getpid()) or 0) + 1)  # same pid, other process
 
 
-def test_prune_keeps_the_newest_runs_and_drops_old_ones_but_never_live_ones(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_prune_keeps_the_newest_runs_and_drops_old_ones_but_never_live_ones(state_location) -> None:
+    store = Store(state_location)
     old = time.time() - 40 * 86400
     store.create_run(make_run("ancient", started=old))
     store.create_run(make_run("ancient-live", status="running", started=old))
@@ -149,8 +150,8 @@ def test_a_state_file_from_a_newer_version_is_refused_with_what_to_do(tmp_path: 
         Store(db)
 
 
-def test_pruning_keeps_the_children_of_kept_runs_and_drops_those_of_dropped_runs(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_pruning_keeps_the_children_of_kept_runs_and_drops_those_of_dropped_runs(state_location) -> None:
+    store = Store(state_location)
     now = time.time()
     try:
         store.create_run(make_run("old", started=now - 40))
@@ -178,8 +179,8 @@ def test_pruning_keeps_the_children_of_kept_runs_and_drops_those_of_dropped_runs
         store.close()
 
 
-def test_pruning_by_age_takes_a_finished_runs_children_with_it(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_pruning_by_age_takes_a_finished_runs_children_with_it(state_location) -> None:
+    store = Store(state_location)
     old = time.time() - 40 * 86400
     try:
         store.create_run(make_run("ancient", started=old))
@@ -197,10 +198,10 @@ def test_pruning_by_age_takes_a_finished_runs_children_with_it(tmp_path: Path) -
 CLIENT = (4242, 777)
 
 
-def test_an_announced_call_is_claimed_once_by_the_same_tool_and_arguments_in_any_key_order(tmp_path: Path) -> None:
+def test_an_announced_call_is_claimed_once_by_the_same_tool_and_arguments_in_any_key_order(state_location) -> None:
     from abilities_mcp.state.claims import announce, claim
 
-    store = Store(tmp_path / "s.db")
+    store = Store(state_location)
     try:
         announce(store, "ses_a", "ability_run", {"name": "deploy", "inputs": {"v": 1, "env": "prod"}}, CLIENT)
         assert claim(store, "ability_run", {"name": "other"}, CLIENT) is None
@@ -211,10 +212,10 @@ def test_an_announced_call_is_claimed_once_by_the_same_tool_and_arguments_in_any
         store.close()
 
 
-def test_no_arguments_and_empty_arguments_are_the_same_call(tmp_path: Path) -> None:
+def test_no_arguments_and_empty_arguments_are_the_same_call(state_location) -> None:
     from abilities_mcp.state.claims import announce, claim
 
-    store = Store(tmp_path / "s.db")
+    store = Store(state_location)
     try:
         announce(store, "ses_a", "workflow_status", {}, CLIENT)
         assert claim(store, "workflow_status", None, CLIENT) == "ses_a"
@@ -222,10 +223,10 @@ def test_no_arguments_and_empty_arguments_are_the_same_call(tmp_path: Path) -> N
         store.close()
 
 
-def test_the_newest_announcement_of_a_call_is_claimed_first(tmp_path: Path) -> None:
+def test_the_newest_announcement_of_a_call_is_claimed_first(state_location) -> None:
     from abilities_mcp.state.claims import announce, claim
 
-    store = Store(tmp_path / "s.db")
+    store = Store(state_location)
     now = time.time()
     try:
         announce(store, "ses_old", "ability_status", {}, CLIENT, now=now - 5)  # its call never came (a permission
@@ -236,12 +237,12 @@ def test_the_newest_announcement_of_a_call_is_claimed_first(tmp_path: Path) -> N
         store.close()
 
 
-def test_a_call_announced_by_another_process_after_the_table_was_seen_empty_is_claimed(tmp_path: Path) -> None:
+def test_a_call_announced_by_another_process_after_the_table_was_seen_empty_is_claimed(state_location) -> None:
     """The server remembers an empty table until another connection writes (data_version): the hook's announcement,
     made from its own process after the server's last call, must still be found."""
     from abilities_mcp.state.claims import announce, claim
 
-    server, hook = Store(tmp_path / "s.db"), Store(tmp_path / "s.db")
+    server, hook = Store(state_location), Store(state_location)
     try:
         assert claim(server, "ability_status", {}, CLIENT) is None  # empty: remembered
         assert claim(server, "ability_status", {}, CLIENT) is None
@@ -255,11 +256,11 @@ def test_a_call_announced_by_another_process_after_the_table_was_seen_empty_is_c
 
 
 def test_only_the_announcements_of_the_same_client_process_are_claimed_unless_a_side_cannot_tell(
-    tmp_path: Path,
+    state_location,
 ) -> None:
     from abilities_mcp.state.claims import announce, claim
 
-    store = Store(tmp_path / "s.db")
+    store = Store(state_location)
     try:
         announce(store, "ses_elsewhere", "ability_status", {}, (4242, 778))  # the same pid, another process
         assert claim(store, "ability_status", {}, CLIENT) is None
@@ -270,11 +271,11 @@ def test_only_the_announcements_of_the_same_client_process_are_claimed_unless_a_
         store.close()
 
 
-def test_announcements_expire_and_the_table_stays_bounded(tmp_path: Path, monkeypatch) -> None:
+def test_announcements_expire_and_the_table_stays_bounded(state_location, monkeypatch) -> None:
     from abilities_mcp.state import claims
 
     monkeypatch.setattr(claims, "MAX_ANNOUNCED", 50)
-    store = Store(tmp_path / "s.db")
+    store = Store(state_location)
     now = time.time()
     try:
         claims.announce(store, "ses_stale", "ability_list", {}, CLIENT, now=now - claims.CLAIM_WINDOW_SECONDS - 1)
@@ -293,7 +294,7 @@ import sys
 from pathlib import Path
 from abilities_mcp.state.claims import claim
 from abilities_mcp.state.database import Database
-db = Database(Path(sys.argv[1]))
+db = Database(sys.argv[1] if "://" in sys.argv[1] else Path(sys.argv[1]))
 go = Path(sys.argv[2])
 while not go.exists():
     pass
@@ -302,10 +303,10 @@ for _ in range(int(sys.argv[3])):
 """
 
 
-def test_processes_claiming_at_once_never_claim_one_announcement_twice(tmp_path: Path) -> None:
+def test_processes_claiming_at_once_never_claim_one_announcement_twice(tmp_path: Path, state_location) -> None:
     from abilities_mcp.state.claims import announce
 
-    db, go = tmp_path / "s.db", tmp_path / "go"
+    db, go = state_location, tmp_path / "go"
     store = Store(db)
     for i in range(60):
         announce(store, f"ses_{i}", "ability_status", {}, None)
@@ -358,8 +359,8 @@ def _answered(store: Store, run_id: str, days_ago: float = 0.0) -> None:
     store.db.commit()
 
 
-def test_runs_that_carry_an_answer_outlive_a_history_setting_that_would_erase_them(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_runs_that_carry_an_answer_outlive_a_history_setting_that_would_erase_them(state_location) -> None:
+    store = Store(state_location)
     try:
         for i in range(3):
             store.create_run(make_run(f"approved-{i}", started=time.time() - 10 + i))
@@ -374,8 +375,8 @@ def test_runs_that_carry_an_answer_outlive_a_history_setting_that_would_erase_th
         store.close()
 
 
-def test_an_answer_in_a_child_run_keeps_its_whole_run(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_an_answer_in_a_child_run_keeps_its_whole_run(state_location) -> None:
+    store = Store(state_location)
     old = time.time() - 5 * DAY
     try:
         store.create_run(make_run("parent", started=old))
@@ -389,8 +390,8 @@ def test_an_answer_in_a_child_run_keeps_its_whole_run(tmp_path: Path) -> None:
         store.close()
 
 
-def test_once_the_answer_trail_s_days_are_over_history_s_own_limits_apply_again(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_once_the_answer_trail_s_days_are_over_history_s_own_limits_apply_again(state_location) -> None:
+    store = Store(state_location)
     try:
         store.create_run(make_run("old-approved", started=time.time() - 40 * DAY))
         _answered(store, "old-approved", days_ago=40)
@@ -405,9 +406,9 @@ def test_once_the_answer_trail_s_days_are_over_history_s_own_limits_apply_again(
 
 
 def test_the_environment_raises_the_answer_trail_s_days_but_never_lowers_them(
-    tmp_path: Path, monkeypatch, caplog
+    state_location, monkeypatch, caplog
 ) -> None:
-    store = Store(tmp_path / "s.db")
+    store = Store(state_location)
     try:
         for name, days_ago in [("forty-days", 40), ("one-day", 1)]:
             store.create_run(make_run(name, started=time.time() - days_ago * DAY))

@@ -23,7 +23,7 @@ def answer_call(project: Project, call_id: str, reject: bool, note: str | None) 
     """Show the call, take the person's confirmation, record the answer with who, where and when."""
     if (why := person.refusal()) is not None:
         return _refused(why)
-    db = Database(project.state_db)
+    db = Database.open(project)
     try:
         approvals = CallApprovals(db)
         found = approvals.get(call_id)
@@ -72,12 +72,12 @@ def waiting(project: Project) -> int:
     """`abilities-mcp approve` with nothing named: the call approvals and runs waiting for a person."""
     from ..state.store import Store
 
-    db = Database(project.state_db)
+    db = Database.open(project)
     try:
         calls = CallApprovals(db).waiting()
     finally:
         db.close()
-    store = Store(project.state_db)
+    store = Store.open(project)
     try:
         runs = [r for r in store.runs(limit=500) if r.status in ("awaiting_approval", "awaiting_decision")]
     finally:

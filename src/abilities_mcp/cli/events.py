@@ -16,7 +16,7 @@ from .inert import inert
 def events(project: Project, args: argparse.Namespace) -> int:
     """Print the newest events (oldest first) and the counters over the same filters."""
     since = time.time() - parse_duration(args.since) if args.since else None
-    store = Store(project.state_db)
+    store = Store.open(project)
     try:
         found = skill_events.events(store, args.kind, args.session, args.run, since, args.limit)
         totals = skill_events.counters(store, args.session, since)

@@ -26,7 +26,7 @@ def logs(project: Project, args: argparse.Namespace) -> int:
             return follow(project, args)
         except KeyboardInterrupt:
             return 130
-    store = Store(project.state_db)
+    store = Store.open(project)
     try:
         record = _asked_for(store, args)
         if record is None:
@@ -71,7 +71,7 @@ def follow(project: Project, args: argparse.Namespace) -> int:
     """Print a step's (or, with no STEP, each step's) output as it arrives until it stops running; the exit code
     says how it ended: 0 completed or skipped (or the run waits for a person or the agent), 1 failed, 3 cancelled or
     interrupted."""
-    store = Store(project.state_db)
+    store = Store.open(project)
     try:
         record = _asked_for(store, args)
         if record is None:

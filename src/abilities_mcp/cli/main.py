@@ -15,6 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..state.database import StateFileError
 from ..state.project import Project
 from .inert import inert, make_output_inert
 from .parser import parse_args
@@ -36,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = parse_args(None if argv is None else list(argv))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    project = Project.resolve(args.root, args.state_dir)
+    project = Project.resolve(args.root, args.state_dir, args.state)
     command = args.command or "serve"
     if problem := settle_defaults(args, project):
         print(f"abilities-mcp: {inert(problem)}; fix or unset it", file=sys.stderr)
@@ -63,10 +64,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except sqlite3.OperationalError as exc:  # opened, then a write failed: a read-only mount, a sandbox, a full disk
         print(
-            f"abilities-mcp: the state file {str(project.state_db)!r} cannot be used ({exc}); nothing was recorded. "
+            f"abilities-mcp: the state file {project.state_shown!r} cannot be used ({exc}); nothing was recorded. "
             "Run the command where that folder is writable, or point --state-dir at one that is.",
             file=sys.stderr,
         )
+        return 2
+    except StateFileError as exc:  # a PostgreSQL state that went away mid-command: its message names it and the fix
+        print(f"abilities-mcp: {exc}", file=sys.stderr)
         return 2
 
 
@@ -87,7 +91,7 @@ def _state_ready(project: Project) -> int | None:
     from ..state.database import Database, StateFileError, open_state
 
     try:
-        db, notice = open_state(project.state_db, Database)
+        db, notice = open_state(project.state_location, Database)
     except (StateFileError, OSError) as exc:
         print(f"abilities-mcp: {exc}", file=sys.stderr)
         return 2
@@ -135,7 +139,7 @@ def _banner(project: Project) -> str:
         [
             f"abilities-mcp {__version__}: an MCP server on stdio. A client starts it; typed lines must be JSON-RPC.",
             f"  project  {project.root}",
-            f"  state    {project.state_db}",
+            f"  state    {project.state_shown}",
             "  connect  abilities-mcp init claude (or opencode, cursor, vscode, codex, gemini, desktop) in the project",
             f"  inspect  npx -y @modelcontextprotocol/inspector@2.12.0 --cli {command} --method tools/list",
             "  stop     Ctrl-C",
@@ -298,7 +302,7 @@ def status(project: Project, args: argparse.Namespace) -> int:
     from ..state.store import Store
     from .terminal import failed_step_reports, print_run
 
-    store = Store(project.state_db)
+    store = Store.open(project)
     recover_orphans(store)
     record = store.get_run(args.run_id) if args.run_id else next(iter(store.runs(limit=1)), None)
     if record is None:
@@ -330,7 +334,7 @@ def history(project: Project, args: argparse.Namespace) -> int:
     from ..state.store import Store
     from .inert import inert
 
-    store = Store(project.state_db)
+    store = Store.open(project)
     recover_orphans(store)
     records = store.runs(limit=args.limit)
     calls = CallApprovals(store).listed(limit=args.limit)

@@ -267,6 +267,15 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _state_location(text: str) -> str:
+    from ..state.database import StateFileError, check_location
+
+    try:
+        return check_location(text)
+    except StateFileError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _common(root, state_dir, log_level) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -276,6 +285,14 @@ def _common(root, state_dir, log_level) -> argparse.ArgumentParser:
         "--state-dir",
         default=state_dir,
         help="state directory (default: $XDG_STATE_HOME/abilities-mcp/projects/NAME-CRC, outside the project)",
+    )
+    common.add_argument(
+        "--state",
+        default=state_dir,  # None at the top, SUPPRESS after the command, like --state-dir
+        type=_state_location,
+        metavar="LOCATION",
+        help="the state database: postgresql://USER@HOST/DATABASE for a team's shared one (default: $ABILITIES_STATE, "
+        "else the SQLite file in the state directory; docs/team.md)",
     )
     common.add_argument("--log-level", default=log_level, choices=["debug", "info", "warning", "error"])
     return common

@@ -68,7 +68,7 @@ def record_events(skillset: SkillSet, step: Step) -> None:
     session = f"cli-{secrets.token_hex(6)}"
     task = step.task.text if step.task else None
     try:
-        db, notice = open_state(skillset.project.state_db, Database)
+        db, notice = open_state(skillset.project.state_location, Database)
     except (StateFileError, OSError, sqlite3.Error) as exc:
         print(f"abilities-mcp: skill events not recorded: {exc}", file=sys.stderr)
         return

@@ -45,7 +45,7 @@ MARKS = {"running": ">", "completed": "ok", "failed": "FAIL", "skipped": "skip",
 
 async def run_in_terminal(project: Project, name: str, inputs: dict[str, Any]) -> int:
     """Run one ability here; returns 0 when it completed, 1 otherwise."""
-    store = Store(project.state_db)
+    store = Store.open(project)
     engine = Engine(store, Catalog(project))
     try:
         async with engine.running():
@@ -320,7 +320,7 @@ def answer_command(project: Project, run_id: str, step_id: str | None, wanted: s
     """`abilities-mcp approve` / `decide`: show the question, take the person's confirmation, record the answer."""
     if (why := person.refusal()) is not None:
         return _refused(why)
-    store = Store(project.state_db)
+    store = Store.open(project)
     try:
         engine = Engine(store, Catalog(project))
         try:

@@ -234,7 +234,7 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
         finally:
             if self.live.get(live.run_id) is live:
                 self.live.pop(live.run_id)
-            remove_spools(self.store.path.parent, live.run_id)  # the store has each step's head and tail now
+            remove_spools(self.store.folder, live.run_id)  # the store has each step's head and tail now
             live.done.set()
             live.notify(f"run {live.run_id} {live.status}")
 
@@ -328,7 +328,7 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
             self.reaper.watch(pgid)
             self._step_event(live, step.id, event, pgid=pgid, **started)
 
-        spool = Spool(spool_path(self.store.path.parent, live.run_id, step.id))
+        spool = Spool(spool_path(self.store.folder, live.run_id, step.id))
         try:
             result = await run_script(
                 command,

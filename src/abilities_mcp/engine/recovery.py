@@ -30,6 +30,6 @@ def recover_orphans(store: Store) -> list[str]:
                     status=status,
                     error="interrupted: the server stopped while this step ran",
                 )
-        remove_spools(store.path.parent, run.run_id)  # a dead server's live views: the store has what was reported
+        remove_spools(store.folder, run.run_id)  # a dead server's live views: the store has what was reported
         recovered.append(run.run_id)
     return recovered

@@ -99,7 +99,7 @@ def create_server(
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Session]:
-        store = Store(project.state_db)
+        store = Store.open(project)
         store.prune(history_runs, history_days)
         engine = Engine(store, catalog, **({"retry_base": retry_base} if retry_base is not None else {}))
         try:

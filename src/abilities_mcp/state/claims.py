@@ -36,8 +36,8 @@ MAX_ANNOUNCED = 1000
 OBSERVED_FOR_SECONDS = 7 * 86400.0
 
 Client = tuple[int, int] | None  # the client process (pid, start time) as owners.client_of finds it
-# For each open state file, its data_version (SQLite's count of other connections' commits) when call_claims was
-# last seen empty: until another process writes, a call without a session id costs one pragma, not a query.
+# For each open SQLite state file, its data_version (SQLite's count of other connections' commits) when call_claims
+# was last seen empty: until another process writes, a call without a session id costs one pragma, not a query.
 _EMPTY_AT: weakref.WeakKeyDictionary[Database, int] = weakref.WeakKeyDictionary()
 
 
@@ -73,12 +73,12 @@ def claim(db: Database, tool: str, arguments: Any, client: Client, now: float | 
     process when both sides know it), which it uses up; None when there is none."""
     now = time.time() if now is None else now
     pid, start = client or (None, None)
-    version = db.db.execute("PRAGMA data_version").fetchone()[0]
-    if _EMPTY_AT.get(db) == version:  # the table was empty, and no other process has written since
+    version = db.data_version()  # None on PostgreSQL: other servers write there, so every call looks
+    if version is not None and _EMPTY_AT.get(db) == version:  # the table was empty, and nobody has written since
         return None
     match = (tool, arguments_hash(arguments), now - CLAIM_WINDOW_SECONDS, pid, pid, start)
     if db.db.execute(_NEWEST, match).fetchone() is None:  # most calls: nothing announced, so no write lock taken
-        if db.db.execute("SELECT 1 FROM call_claims LIMIT 1").fetchone() is None:
+        if version is not None and db.db.execute("SELECT 1 FROM call_claims LIMIT 1").fetchone() is None:
             _EMPTY_AT[db] = version
         return None
     with db.transaction() as conn:  # found: claimed under the write lock, which another server may race us for

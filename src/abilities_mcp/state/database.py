@@ -1,9 +1,15 @@
-"""The SQLite state file (WAL), shared safely by the server, the CLI and the hook: opening it, bringing an older
-file up to date, and transactions. What lives in it: runs (store.py), each session's prerequisites
-(sessions.py), the call approvals a person gives (prerequisites/approvals.py), and the sessions of calls a
-client's hook announced and of sessions it observed (claims.py).
+"""The state database, shared safely by the server, the CLI and the hook: opening it, bringing an older one up to
+date, and transactions. What lives in it: runs (store.py), each session's prerequisites (sessions.py), the call
+approvals a person gives (prerequisites/approvals.py), and the sessions of calls a client's hook announced and of
+sessions it observed (claims.py).
 
-Stdlib only and no dataclasses: the hook opens this file on every tool call.
+Two engines behind one interface: the embedded SQLite file (WAL) by default, or a PostgreSQL database for a team
+(`--state postgresql://…`, postgres.py). The modules above write SQLite's dialect through `Database.db`; on
+PostgreSQL the connection translates it. One schema (_SCHEMA) and one migration path (SCHEMA_VERSION,
+ADDED_COLUMNS) serve both.
+
+Stdlib only and no dataclasses: the hook opens this file on every tool call (psycopg is imported only when a
+postgresql:// location is opened).
 """
 
 from __future__ import annotations
@@ -13,91 +19,22 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from .schema import _SCHEMA, ADDED_COLUMNS, DROPPED_TABLES, SCHEMA_VERSION, StateFileError
 
 D = TypeVar("D", bound="Database")
+# What a state location may be besides a SQLite file's path: a PostgreSQL connection URL (postgres.py).
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 # How long a writer waits for another process's lock before giving up.
 BUSY_TIMEOUT_MS = 10_000
 # Pause between tries to switch a new file to WAL while another process holds it (see Database._enable_wal).
 WAL_RETRY_SECONDS = 0.005
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY, ability TEXT NOT NULL, session_id TEXT NOT NULL, status TEXT NOT NULL,
-    enforcement TEXT NOT NULL, definition TEXT NOT NULL, source_path TEXT, inputs TEXT NOT NULL,
-    parent_run TEXT, error TEXT, owner_pid INTEGER, owner_start INTEGER,
-    started_at REAL NOT NULL, finished_at REAL, updated_at REAL NOT NULL,
-    question TEXT, question_id TEXT, answer TEXT
-);
-CREATE INDEX IF NOT EXISTS runs_by_session ON runs(session_id, started_at);
-CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
-CREATE TABLE IF NOT EXISTS steps (
-    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, step_id TEXT NOT NULL,
-    position INTEGER NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-    exit_code INTEGER, duration_ms INTEGER, output TEXT, stderr TEXT, output_bytes INTEGER, stderr_bytes INTEGER,
-    instructions TEXT, prompt TEXT, error TEXT, pgid INTEGER,
-    started_at REAL, finished_at REAL, child_run TEXT,
-    PRIMARY KEY (run_id, step_id)
-);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-    step_id TEXT, event TEXT NOT NULL, detail TEXT, at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, id);
-CREATE TABLE IF NOT EXISTS prereq_sessions (session_id TEXT PRIMARY KEY, started_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS prereq_records (
-    session_id TEXT NOT NULL REFERENCES prereq_sessions(session_id) ON DELETE CASCADE, workflow TEXT NOT NULL,
-    step INTEGER NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, how TEXT NOT NULL, result TEXT,
-    at REAL NOT NULL,
-    PRIMARY KEY (session_id, workflow, step, server)
-);
-CREATE TABLE IF NOT EXISTS observed_sessions (session_id TEXT PRIMARY KEY, client TEXT NOT NULL, at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS call_claims (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, tool TEXT NOT NULL, args_hash TEXT NOT NULL,
-    client_pid INTEGER, client_start INTEGER, at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS call_claims_by_call ON call_claims(tool, args_hash, at);
-CREATE TABLE IF NOT EXISTS skill_events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, session_id TEXT, run_id TEXT,
-    detail TEXT NOT NULL, at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS skill_events_by_kind ON skill_events(kind, id);
-CREATE TABLE IF NOT EXISTS call_approvals (
-    call_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, client TEXT NOT NULL, tool TEXT NOT NULL,
-    digest TEXT NOT NULL, shown TEXT NOT NULL, workflows TEXT NOT NULL, prompt TEXT NOT NULL, status TEXT NOT NULL,
-    lifetime REAL NOT NULL, requested_at REAL NOT NULL, expires_at REAL NOT NULL,
-    answered_at REAL, answered_by TEXT, channel TEXT, origin TEXT, note TEXT, used_at REAL
-);
-CREATE INDEX IF NOT EXISTS call_approvals_by_call ON call_approvals(session_id, tool, digest);
-"""
-# Bumped with every schema change; older files are migrated forward when opened (6: skill_events, a new table;
-# 7: prereq_records, a prerequisite's record per server with how it is known, replacing prereq_done, and
-# observed_sessions, the sessions whose client runs the hooks; 8: call_approvals, a person's yes to one tool call).
-SCHEMA_VERSION = 8
-# Tables an older schema had and this one dropped, with the version that dropped them: their rows are not carried
-# over (prereq_done's records expire 24 hours after their session started anyway; a session starts them again).
-DROPPED_TABLES = [(7, "prereq_done")]
-# Columns added after a table was first created: (table, column, type). Migration adds the missing ones.
-ADDED_COLUMNS = [
-    ("steps", "output_bytes", "INTEGER"),
-    ("steps", "stderr_bytes", "INTEGER"),
-    ("steps", "instructions", "TEXT"),
-    ("steps", "prompt", "TEXT"),
-    ("steps", "child_run", "TEXT"),
-    ("runs", "question", "TEXT"),
-    ("runs", "question_id", "TEXT"),
-    ("runs", "answer", "TEXT"),
-]
-
-
 # What SQLite says about a file that is not a sound database (garbage, cut short, damaged pages).
 _CORRUPT_WORDS = ("not a database", "malformed", "corrupt", "no such column", "has no column")
 # What it says when the file or its folder cannot be written by this user.
 _UNWRITABLE_WORDS = ("unable to open", "readonly", "read-only")
-
-
-class StateFileError(RuntimeError):
-    """The state file cannot be used as it is; the message names the file and the fix."""
 
 
 class StateCorrupt(StateFileError):
@@ -112,18 +49,33 @@ class StateCorrupt(StateFileError):
 
 
 class Database:
-    """One connection to the state file, with the schema in place."""
+    """One connection to the state database, with the schema in place: the SQLite file at a path, or PostgreSQL."""
 
-    def __init__(self, path: Path, accept_newer: bool = False, busy_ms: int = BUSY_TIMEOUT_MS):
-        """`accept_newer`: read a file a newer version wrote as far as this one understands it (the hook, which a
+    def __init__(
+        self,
+        location: Path | str,
+        accept_newer: bool = False,
+        busy_ms: int = BUSY_TIMEOUT_MS,
+        folder: Path | None = None,
+    ):
+        """`location`: the SQLite file's path, or a postgresql:// URL (a `str`; anything else in a `str` is refused).
+        `folder`: the local folder for what stays on this machine's disk whatever the engine (the running steps'
+        spools, state/spool.py): by default the SQLite file's folder; Database.open gives the project's state folder.
+        `accept_newer`: read a database a newer version wrote as far as this one understands it (the hook, which a
         client may run from an older install than its server; versions only ever add tables and columns).
         `busy_ms`: how long to wait for another process's write (the hook waits no longer than its budget).
 
         Raises StateCorrupt for a damaged file and StateFileError for one that cannot be opened (a folder, a folder
-        this user cannot write); never moves anything (see `open_state`)."""
+        this user cannot write, a database that cannot be reached); never moves anything (see `open_state`)."""
         self.accept_newer = accept_newer
-        self.path = path
         self.busy_ms = busy_ms
+        self._folder = folder
+        self.postgres = isinstance(location, str)
+        if self.postgres:
+            self.path, self.location = None, check_location(location)
+            self._open_postgres()
+            return
+        path = self.location = self.path = location
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the runs and approvals: the user's alone
         except OSError as exc:
@@ -143,6 +95,31 @@ class Database:
                 raise
             raise problem from exc
 
+    @classmethod
+    def open(cls: type[D], project: Any, **options: Any) -> D:
+        """The project's state database, wherever it lives (Project.state_location): what every caller opens."""
+        return cls(project.state_location, folder=project.state_dir, **options)
+
+    @property
+    def folder(self) -> Path:
+        """The local folder beside the state (spools): given, else the SQLite file's folder."""
+        if self._folder is not None:
+            return self._folder
+        if self.path is None:
+            raise StateFileError(
+                f"no local folder was given for the state at {self.where} (open it with Database.open)"
+            )
+        return self.path.parent
+
+    @property
+    def where(self) -> str:
+        """The location for a message: the file's path, or the URL without its password."""
+        if self.postgres:
+            from .postgres import shown
+
+            return shown(self.location)
+        return str(self.path)
+
     def _open(self) -> None:
         self.db = sqlite3.connect(self.path, timeout=self.busy_ms / 1000, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
@@ -154,6 +131,21 @@ class Database:
         if self._version() != SCHEMA_VERSION:  # a current file has every table: skip the script (the hook opens it
             self.db.executescript(_SCHEMA)  # on every tool call); idempotent; busy_timeout queues concurrent creators
             self._migrate()
+
+    def _open_postgres(self) -> None:
+        """Connect, and create or migrate the tables in the URL's schema under the write lock (replicas starting
+        together queue there, as SQLite's creators queue on its busy timeout)."""
+        from .postgres import connect
+
+        self.db = connect(self.location, self.busy_ms)
+        try:
+            if self._version() != SCHEMA_VERSION:
+                with self.transaction():
+                    self.db.executescript(_SCHEMA)
+                    self._migrate()
+        except BaseException:
+            self.db.close()
+            raise
 
     def _enable_wal(self) -> None:
         """WAL mode, waiting for another process that is creating the same file: SQLite answers this pragma with
@@ -169,14 +161,15 @@ class Database:
                 time.sleep(WAL_RETRY_SECONDS)
 
     def _migrate(self) -> None:
-        """Bring a state file written by an older version up to this schema; newer files are refused."""
+        """Bring a state database written by an older version up to this schema; newer ones are refused."""
         version = self._version()
         if version > SCHEMA_VERSION and self.accept_newer:
             return
         if version > SCHEMA_VERSION:
+            flag = "--state" if self.postgres else "--state-dir"
             raise StateFileError(
-                f"{self.path} was written by a newer abilities-mcp (schema {version} > {SCHEMA_VERSION}); "
-                "upgrade abilities-mcp or point --state-dir elsewhere"
+                f"{self.where} was written by a newer abilities-mcp (schema {version} > {SCHEMA_VERSION}); "
+                f"upgrade abilities-mcp or point {flag} elsewhere"
             )
         if version == SCHEMA_VERSION:
             return
@@ -185,24 +178,47 @@ class Database:
                 if version < dropped_in:
                     db.execute(f"DROP TABLE IF EXISTS {table}")
             for table, column, kind in ADDED_COLUMNS:
-                present = {row["name"] for row in db.execute(f"PRAGMA table_info({table})")}
-                if column not in present:
+                if column not in self._columns(table):
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._set_version(SCHEMA_VERSION)
 
     def _version(self) -> int:
+        if self.postgres:
+            return self.db.schema_version()
         return self.db.execute("PRAGMA user_version").fetchone()[0]
+
+    def _set_version(self, version: int) -> None:
+        if self.postgres:
+            self.db.set_schema_version(version)
+        else:
+            self.db.execute(f"PRAGMA user_version={int(version)}")
+
+    def _columns(self, table: str) -> set[str]:
+        if self.postgres:
+            return self.db.columns(table)
+        return {row["name"] for row in self.db.execute(f"PRAGMA table_info({table})")}
+
+    def data_version(self) -> int | None:
+        """A number that changes when another connection commits (SQLite's data_version), for a cheap "anything
+        new?"; None on PostgreSQL, where other servers write too and there is no such counter: look every time."""
+        if self.postgres:
+            return None
+        return self.db.execute("PRAGMA data_version").fetchone()[0]
 
     def close(self) -> None:
         self.db.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic write, taken with the write lock up front so concurrent writers queue instead of failing."""
+    def transaction(self) -> Iterator[Any]:
+        """One atomic write, taken with the write lock up front so concurrent writers queue instead of failing:
+        SQLite's BEGIN IMMEDIATE, or on PostgreSQL an advisory lock per schema held to the commit (postgres.py)."""
         if self.db.in_transaction:
             yield self.db
             return
-        self.db.execute("BEGIN IMMEDIATE")
+        if self.postgres:
+            self.db.begin_write()
+        else:
+            self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
         except BaseException:
@@ -212,14 +228,30 @@ class Database:
 
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
+        """Reads that see one moment: a deferred SQLite transaction, a REPEATABLE READ READ ONLY one on PostgreSQL."""
         if self.db.in_transaction:
             yield
             return
-        self.db.execute("BEGIN")
+        if self.postgres:
+            self.db.begin_snapshot()
+        else:
+            self.db.execute("BEGIN")
         try:
             yield
         finally:
             self.db.execute("COMMIT")
+
+
+def check_location(location: str) -> str:
+    """A state location given as text must be a PostgreSQL URL; the error names the accepted forms."""
+    if location.startswith(POSTGRES_SCHEMES):
+        return location
+    raise StateFileError(
+        f"the state location {location.split('@')[-1]!r} is not one abilities-mcp knows: give --state (or "
+        "$ABILITIES_STATE) a PostgreSQL URL, postgresql://USER@HOST:PORT/DATABASE (postgres:// too; "
+        "?options=-csearch_path%3DSCHEMA for a schema of its own), or leave it unset and use --state-dir FOLDER for "
+        "the SQLite file"
+    )
 
 
 def _expected_columns() -> dict[str, set[str]]:
@@ -250,11 +282,14 @@ def _unwritable(path: Path, exc: Exception) -> StateFileError:
     )
 
 
-def open_state(path: Path, factory: Callable[[Path], D]) -> tuple[D, str | None]:
+def open_state(path: Path | str, factory: Callable[[Any], D]) -> tuple[D, str | None]:
     """Open the state file for the server or the CLI: a damaged one is moved aside, with its -wal and -shm, and a
     fresh one started; returns the database and, when that happened, the notice to show. Nothing is deleted, and
-    a damaged file is judged before a byte of it changes. StateFileError (a folder, no write permission) is left
-    to the caller: those a person fixes."""
+    a damaged file is judged before a byte of it changes. StateFileError (a folder, no write permission, a
+    PostgreSQL database that cannot be reached) is left to the caller: those a person fixes. A PostgreSQL location
+    is opened as it is: nothing there is this program's to move aside."""
+    if isinstance(path, str):
+        return factory(path), None
     reason = _damage(path)
     if reason is None:
         try:

@@ -18,6 +18,8 @@ SKILL_FOLDERS = ("skills", ".agents/skills", ".agent/skills", ".claude/skills", 
 # Where the state lived before it moved out of the project tree: a file there is never opened (an agent whose
 # sandbox lets it write the project could plant one), only named in a notice that says how to move it.
 LEGACY_STATE_DIR = ".abilities"
+# A PostgreSQL state location from the environment, when no --state is given (team mode, docs/team.md).
+STATE_ENV = "ABILITIES_STATE"
 # The user's state home holds STATE_FOLDER/PROJECTS_FOLDER/<slug>/state.db, one folder per project.
 STATE_FOLDER, PROJECTS_FOLDER = "abilities-mcp", "projects"
 # The readable part of a project's state folder name: its last path component, cut to this many characters.
@@ -27,31 +29,60 @@ _UNSAFE_IN_SLUG = re.compile(r"[^\w.-]")
 
 
 class Project:
-    """The project root, the user's folders, and the state directory."""
+    """The project root, the user's folders, and where the state lives."""
 
     # A plain class, not a dataclass: the hook imports this on every tool call and dataclasses cost it ~14 ms.
-    __slots__ = ("root", "state_dir", "home", "config_home")
+    __slots__ = ("root", "state_dir", "home", "config_home", "state_url")
 
-    def __init__(self, root: Path, state_dir: Path, home: Path | None = None, config_home: Path | None = None):
+    def __init__(
+        self,
+        root: Path,
+        state_dir: Path,
+        home: Path | None = None,
+        config_home: Path | None = None,
+        state_url: str | None = None,
+    ):
         self.root = root
-        self.state_dir = state_dir
+        self.state_dir = state_dir  # the SQLite file's folder; also the trust records' and the spools', on any engine
         self.home = home or Path.home()
         self.config_home = config_home or Path(os.environ.get("XDG_CONFIG_HOME") or self.home / ".config")
+        self.state_url = state_url or None  # a postgresql:// location: runs, sessions and approvals live there
 
     def __repr__(self) -> str:
         return f"Project(root={str(self.root)!r}, state_dir={str(self.state_dir)!r})"
 
     @classmethod
-    def resolve(cls, root: str | Path | None = None, state_dir: str | Path | None = None) -> Project:
-        """--root, else $ABILITIES_ROOT, else $CLAUDE_PROJECT_DIR, else the current directory."""
+    def resolve(
+        cls, root: str | Path | None = None, state_dir: str | Path | None = None, state: str | None = None
+    ) -> Project:
+        """--root, else $ABILITIES_ROOT, else $CLAUDE_PROJECT_DIR, else the current directory. The state database:
+        --state, else $ABILITIES_STATE (a postgresql:// URL, checked when opened: database.check_location), else the
+        SQLite file in --state-dir, else $ABILITIES_STATE_DIR, else the user's state home."""
         chosen = root or os.environ.get("ABILITIES_ROOT") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
         resolved = Path(chosen).expanduser().resolve()
-        state = state_dir or os.environ.get("ABILITIES_STATE_DIR") or default_state_dir(resolved)
-        return cls(root=resolved, state_dir=Path(state).expanduser().resolve())
+        folder = state_dir or os.environ.get("ABILITIES_STATE_DIR") or default_state_dir(resolved)
+        url = state or os.environ.get(STATE_ENV)
+        return cls(root=resolved, state_dir=Path(folder).expanduser().resolve(), state_url=url)
 
     @property
     def state_db(self) -> Path:
+        """The SQLite state file (in use unless state_url names a PostgreSQL database)."""
         return self.state_dir / "state.db"
+
+    @property
+    def state_location(self) -> Path | str:
+        """What Database opens: the PostgreSQL URL when one is given, else the SQLite file's path."""
+        return self.state_url or self.state_db
+
+    @property
+    def state_shown(self) -> str:
+        """The state's location for a message: the SQLite file, or the URL without its password."""
+        if self.state_url is None:
+            return str(self.state_db)
+        from urllib.parse import urlsplit
+
+        password = urlsplit(self.state_url).password
+        return self.state_url.replace(f":{password}@", ":***@", 1) if password else self.state_url
 
     @property
     def legacy_state_db(self) -> Path:

@@ -1,4 +1,4 @@
-"""Runs, their steps and events, in the state file (database.py).
+"""Runs, their steps and events, in the state database (database.py: the SQLite file, or PostgreSQL).
 
 Every write commits before the method returns: a crash loses nothing that was reported.
 """
@@ -9,7 +9,6 @@ import json
 import logging
 import math
 import os
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +30,7 @@ ANSWER_TRAIL_ENV = "ABILITIES_ANSWER_TRAIL_DAYS"
 
 RUN_COLUMNS = (
     "run_id, ability, session_id, status, enforcement, definition, source_path, inputs, parent_run, error, "
-    "owner_pid, owner_start, started_at, finished_at, updated_at"
+    "owner_pid, owner_start, started_at, finished_at, updated_at, started_by"
 ).split(", ")
 LIVE = ("pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision")
 
@@ -89,13 +88,15 @@ class RunRecord:
     # Why the definition it runs is not the file as written (nobody trusted it, or an edit waits for trust): kept
     # with its `created` event, so the run says it for as long as it is kept.
     trust_note: str | None = None
+    # Who started it on a team server (an identity's key, state/identities.py); None for a local run.
+    started_by: str | None = None
 
     def step(self, step_id: str) -> StepRecord:
         return next(s for s in self.steps if s.step_id == step_id)
 
 
 class Store(Database):
-    """Runs, step attempts and events in SQLite."""
+    """Runs, step attempts and events in the state database."""
 
     def create_run(self, run: RunRecord) -> None:
         """Write a new run and its pending steps."""
@@ -118,6 +119,7 @@ class Store(Database):
                     run.started_at,
                     run.finished_at,
                     run.updated_at,
+                    run.started_by,
                 ),
             )
             db.executemany(
@@ -252,7 +254,7 @@ class Store(Database):
                         WHERE events.event = 'answered' AND events.at >= ?),
                     doomed(run_id) AS (
                         SELECT run_id FROM runs WHERE {top} AND status NOT IN ({",".join("?" * len(LIVE))})
-                        AND run_id NOT IN answered
+                        AND run_id NOT IN (SELECT run_id FROM answered)
                         AND (started_at < ? OR run_id NOT IN (
                             SELECT run_id FROM runs WHERE {top} ORDER BY started_at DESC LIMIT ?))
                         UNION SELECT runs.run_id FROM runs JOIN doomed ON runs.parent_run = doomed.run_id)
@@ -261,7 +263,7 @@ class Store(Database):
             )
             return cur.rowcount
 
-    def _with_steps(self, row: sqlite3.Row) -> RunRecord:
+    def _with_steps(self, row: Any) -> RunRecord:
         data = dict(row)
         data["definition"] = json.loads(data["definition"])
         data["inputs"] = json.loads(data["inputs"])

@@ -84,7 +84,7 @@ class Page:
         return HTMLResponse(text, status_code=status)
 
     def store(self) -> Store:
-        return Store(self.project.state_db)
+        return Store.open(self.project)
 
     def origin(self, request: Request) -> str:
         """Where an answer given here came from, for the record."""
@@ -226,12 +226,12 @@ async def step_output(page: Page, request: Request) -> Response:
 
 async def follow(page: Page, request: Request) -> Response:
     run_id, step_id = request.path_params["run_id"], request.path_params["step_id"]
-    stream = live.output(page.project.state_db, page.project.state_dir, run_id, step_id, page.stopping)
+    stream = live.output(page.project.state_location, page.project.state_dir, run_id, step_id, page.stopping)
     return StreamingResponse(stream, media_type="text/event-stream", headers=EVENT_STREAM_HEADERS)
 
 
 async def events(page: Page, request: Request) -> Response:
-    stream = live.changes(page.project.state_db, page.stopping, page.poll)
+    stream = live.changes(page.project.state_location, page.stopping, page.poll)
     return StreamingResponse(stream, media_type="text/event-stream", headers=EVENT_STREAM_HEADERS)
 
 
@@ -316,7 +316,7 @@ async def answer_call(page: Page, request: Request) -> Response:
     call_id, form, origin = request.path_params["call_id"], await _form(request), page.origin(request)
 
     def record() -> Response:
-        with closing(Database(page.project.state_db)) as db:
+        with closing(Database.open(page.project)) as db:
             try:
                 said = answers.answer_call(db, call_id, form, f"{page.user} on the page", origin)
             except answers.NotTaken as exc:
@@ -376,7 +376,7 @@ async def skills(page: Page, request: Request) -> Response:
 async def prerequisites(page: Page, request: Request) -> Response:
     def render() -> Response:
         found = page.catalog.workflows.current()
-        with closing(Database(page.project.state_db)) as db:
+        with closing(Database.open(page.project)) as db:
             sessions = _sessions(db, page.session_ttl)
             calls = CallApprovals(db).listed(limit=LISTED_CALLS)
         body = definitions.prerequisites_body(found, sessions, calls)

@@ -48,7 +48,7 @@ def look(db: Database) -> Seen:
     q = db.db.execute
     calls = q(
         "SELECT count(*), coalesce(max(requested_at), 0), coalesce(max(answered_at), 0), coalesce(max(used_at), 0), "
-        "sum(status = 'pending' AND expires_at > ?) FROM call_approvals",
+        "count(CASE WHEN status = 'pending' AND expires_at > ? THEN 1 END) FROM call_approvals",
         (time.time(),),
     ).fetchone()
     return Seen(
@@ -75,9 +75,9 @@ def message(event: str, data: object, event_id: int | None = None) -> str:
     return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n"
 
 
-async def changes(state_db: Path, stopping: threading.Event, poll: float = POLL_SECONDS) -> AsyncIterator[str]:
-    """The stream `/events` sends until the browser leaves or the server stops."""
-    db = Database(state_db)
+async def changes(state: Path | str, stopping: threading.Event, poll: float = POLL_SECONDS) -> AsyncIterator[str]:
+    """The stream `/events` sends until the browser leaves or the server stops (`state`: Project.state_location)."""
+    db = Database(state)
     try:
         seen = look(db)
         yield f"retry: {RETRY_MS}\n" + message("ready", {"event_id": seen.event_id}, seen.event_id)
@@ -98,10 +98,15 @@ async def changes(state_db: Path, stopping: threading.Event, poll: float = POLL_
 
 
 async def output(
-    state_db: Path, state_dir: Path, run_id: str, step_id: str, stopping: threading.Event, poll: float = FOLLOW_SECONDS
+    state: Path | str,
+    state_dir: Path,
+    run_id: str,
+    step_id: str,
+    stopping: threading.Event,
+    poll: float = FOLLOW_SECONDS,
 ) -> AsyncIterator[str]:
     """A step's output as it arrives (what `abilities-mcp logs --follow` reads), until the step stops running."""
-    store = Store(state_db)
+    store = Store(state)
     reader = Follower(spool_path(state_dir, run_id, step_id))
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     try:
