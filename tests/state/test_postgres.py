@@ -281,3 +281,18 @@ def test_the_embedded_default_never_imports_psycopg(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_server_that_restarted_is_reconnected_on_the_next_statement(postgres_url: str) -> None:
+    store = Store(postgres_url)
+    try:
+        store.create_run(make_run("before"))
+        with raw(postgres_url) as admin:  # what a restart or a failover does to every open connection
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
+        assert [r.run_id for r in store.runs()] == ["before"]  # a read: sent again on a fresh connection
+        with raw(postgres_url) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
+        store.create_run(make_run("after"))  # a write: its BEGIN found the connection gone, nothing was lost
+        assert {r.run_id for r in store.runs()} == {"before", "after"}
+    finally:
+        store.close()

@@ -250,15 +250,28 @@ class Connection:
             conn.close()
 
     def _run(self, query: str, params: Sequence[Any] | dict[str, Any] | None) -> Cursor:
-        if self._conn.closed and not self.in_transaction:  # the server restarted since: a fresh connection
+        """One statement. Outside a transaction (a read, or the BEGIN of a write) a connection found dead is opened
+        again and the statement sent once more: nothing of it had happened. Inside one, the transaction is lost and
+        the caller hears so (Unavailable)."""
+        standalone = not self.in_transaction
+        if standalone and self._conn.closed:
             self._conn = self._connect()
         try:
-            cur = self._conn.execute(query, params)  # type: ignore[arg-type]
-            return Cursor(cur.fetchall() if cur.description else [], cur.rowcount)
+            return self._send(query, params)
         except psycopg.OperationalError as exc:
-            if self._conn.closed or (exc.sqlstate or "08").startswith(_UNAVAILABLE_STATES):
+            if not self._conn.closed and not (exc.sqlstate or "").startswith(_UNAVAILABLE_STATES):
+                raise  # the statement's own failure (a lock wait past lock_timeout, …)
+            if not standalone or not self._conn.closed:
                 raise self._unavailable(exc) from exc
-            raise
+        self._conn = self._connect()
+        try:
+            return self._send(query, params)
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+
+    def _send(self, query: str, params: Sequence[Any] | dict[str, Any] | None) -> Cursor:
+        cur = self._conn.execute(query, params)  # type: ignore[arg-type]
+        return Cursor(cur.fetchall() if cur.description else [], cur.rowcount)
 
 
 def _lock_key(database: str, schema: str) -> int:
