@@ -97,7 +97,9 @@ class IntrospectionVerifier:
             or not isinstance(exp, int | float)
             or exp <= now
             or (isinstance(answer.get("nbf"), int | float) and answer["nbf"] > now)
-            or str(answer.get("token_type", "bearer")).lower() != "bearer"  # DPoP and others need a proof we lack
+            # An access token says it is a bearer one (RFC 7662 token_type; Keycloak's `typ`); a refresh token says
+            # nothing (oidc-provider) and must not pass for one. DPoP and others need a proof we lack.
+            or str(answer.get("token_type") or answer.get("typ") or "").lower() != "bearer"
             or "cnf" in answer  # sender-constrained (mTLS, DPoP): a bare bearer presentation is not enough
         )
         resource = self._audience(answer.get("aud"))
