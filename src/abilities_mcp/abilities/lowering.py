@@ -22,7 +22,9 @@ ON_FAILURE_RANK = {"continue": 0, "retry": 1, "stop": 2, "ask": 2}
 # A step's fields that may change freely: words for people and the model, and limits that only bound waiting.
 FREE_STEP_FIELDS = {"description", "prompt", "context", "summarize", "timeout", "max_retries", "max_attempts"}
 # Fields compared by their own rule below rather than for equality.
-RULED_STEP_FIELDS = {"id", "type", "needs", "when", "on_failure", "validation", "tools"}
+RULED_STEP_FIELDS = {"id", "type", "needs", "when", "on_failure", "validation", "tools", "approval"}
+# An approval step's `approval`, weakest first: asking for four eyes tightens, dropping them lowers.
+STEP_APPROVAL_ORDER = ("person", "four-eyes")
 # New steps of these types only add to what must happen: a person's answer, or the agent's work checked on return.
 ADDED_STEP_TYPES_THAT_TIGHTEN = {"approval", "agent", "skill"}
 
@@ -68,6 +70,8 @@ def _step(trusted: Ability, then: Any, current: Ability, now: Any) -> Iterator[s
         yield f"on_failure {was} → {is_now}"
     if not _validation_kept(getattr(then, "validation", None), getattr(now, "validation", None)):
         yield "validation loosened"
+    if then.type == "approval" and STEP_APPROVAL_ORDER.index(now.approval) < STEP_APPROVAL_ORDER.index(then.approval):
+        yield f"approval {then.approval} → {now.approval}"
     widened = sorted(set(getattr(now, "tools", ())) - set(getattr(then, "tools", ())))
     if widened:
         yield f"allows more tools ({', '.join(widened)})"

@@ -169,6 +169,11 @@ class ApprovalStep(StepBase):
     type: Literal["approval"]
     prompt: str = Field(min_length=1, description="The question shown to the person")
     options: list[ApprovalOption] | None = None
+    approval: Literal["person", "four-eyes"] = Field(
+        "person",
+        description="Who may say yes: any person (the default), or `four-eyes`: a person signed in on the team "
+        "server other than whoever started the run",
+    )
 
 
 class WorkflowStep(StepBase):

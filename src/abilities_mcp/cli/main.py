@@ -102,7 +102,9 @@ def _state_ready(project: Project) -> int | None:
 
 
 def serve(project: Project, args: argparse.Namespace) -> int:
-    """Run the MCP server over stdio until the client hangs up or a signal arrives."""
+    """Run the MCP server over stdio until the client hangs up or a signal arrives (`--http`: the team server)."""
+    if getattr(args, "http", None):
+        return _serve_http(project, args)
     import anyio
 
     from ..engine.process import reap_adopted_forever
@@ -124,6 +126,39 @@ def serve(project: Project, args: argparse.Namespace) -> int:
             tg.cancel_scope.cancel()
 
     anyio.run(run)
+    return 0
+
+
+def _serve_http(project: Project, args: argparse.Namespace) -> int:
+    """The team server over streamable HTTP (server/http.py), until a signal."""
+    from ..server.http import Listen, TeamOptions, serve_http
+    from ..state.identities import Approvers
+
+    client_id, secret = os.environ.get("ABILITIES_OIDC_CLIENT_ID"), os.environ.get("ABILITIES_OIDC_CLIENT_SECRET")
+    problems = [
+        *([] if args.issuer else ["--issuer URL (the OpenID provider that issues the callers' tokens)"]),
+        *([] if client_id else ["$ABILITIES_OIDC_CLIENT_ID (this server's client id at the provider)"]),
+        *([] if secret else ["$ABILITIES_OIDC_CLIENT_SECRET (its secret, for introspecting tokens)"]),
+    ]
+    if problems:
+        print(f"abilities-mcp serve --http needs {'; '.join(problems)}", file=sys.stderr)
+        return 2
+    try:
+        listen = Listen.parse(args.http, args.public_url)
+    except ValueError as exc:
+        print(f"abilities-mcp: {exc}", file=sys.stderr)
+        return 2
+    approvers = Approvers.parse(args.approvers if args.approvers is not None else os.environ.get("ABILITIES_APPROVERS"))
+    options = TeamOptions(listen, args.issuer, client_id, secret, approvers)
+    print(f"abilities-mcp: team server at {listen.public_url}/mcp (project {project.root})", file=sys.stderr)
+    _not_dumpable()
+    serve_http(
+        project,
+        options,
+        history_runs=args.history_runs,
+        history_days=args.history_days,
+        session_ttl=args.session_ttl,
+    )
     return 0
 
 

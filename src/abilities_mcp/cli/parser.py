@@ -24,6 +24,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(words)
 
 
+def _team_options(p: argparse.ArgumentParser) -> None:
+    """`serve --http`: the team server (server/http.py)."""
+    team = p.add_argument_group(
+        "team server",
+        "Over streamable HTTP instead of stdio, every caller identified by a token from the team's OpenID provider. "
+        "The server's own client id and secret at that provider come from $ABILITIES_OIDC_CLIENT_ID and "
+        "$ABILITIES_OIDC_CLIENT_SECRET (never a flag: a command line is readable by every user of the machine).",
+    )
+    team.add_argument("--http", metavar="HOST:PORT", help="serve MCP at http://HOST:PORT/mcp (e.g. 0.0.0.0:8080)")
+    team.add_argument("--issuer", metavar="URL", help="the OpenID provider that vouches for callers (required)")
+    team.add_argument(
+        "--public-url", metavar="URL", help="the origin callers reach this server at (default http://HOST:PORT)"
+    )
+    team.add_argument(
+        "--approvers",
+        metavar="WHO,…",
+        default=None,
+        help="who may answer approvals on the run page: subjects or verified emails (default: $ABILITIES_APPROVERS)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every command and option; options may come before or after the command."""
     parser = argparse.ArgumentParser(
@@ -40,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = _common(argparse.SUPPRESS, argparse.SUPPRESS, argparse.SUPPRESS)
     p = sub.add_parser("serve", parents=[common], help="run the MCP server over stdio (the default)")
     _history_options(p, argparse.SUPPRESS)
+    _team_options(p)
     p = sub.add_parser(
         "validate", parents=[common], help="check abilities, skills and workflows.json; exit 1 on errors"
     )

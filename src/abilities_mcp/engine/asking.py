@@ -19,6 +19,7 @@ import anyio
 from ..abilities.checks import execution_order
 from ..abilities.templates import render_text
 from ..errors import NextCall, Refused
+from ..state.identities import shown_key
 from ..state.store import RunRecord
 from .live import LiveRun, seconds
 from .machine import RunEvent, RunState, StepEvent
@@ -53,7 +54,8 @@ class PersonSteps:
         self._step_event(
             live, step.id, StepEvent.AWAIT, attempts=attempt, started_at=time.time(), error=None, prompt=prompt
         )
-        answer = await self._ask(live, Question.approval(step.id, prompt, step.options, deadline), step.timeout)
+        question = Question.approval(step.id, prompt, step.options, deadline, four_eyes=step.approval == "four-eyes")
+        answer = await self._ask(live, question, step.timeout)
         problem = None if answer.approved else answer.summary()
         live.outputs[step.id]["output"] = answer.value
         self._step_event(
@@ -214,6 +216,15 @@ class PersonSteps:
             # Only the person check (cli/terminal.py from_a_person) stamps a terminal answer's origin: one without
             # it skipped the check, and is a bug of the code that took it.
             raise ValueError(f"a terminal answer to {question.step_id!r} skipped the person check (no origin)")
+        if self.team and answer.by in ("elicitation", "agent"):
+            raise Refused(
+                f"on a team server an approver answers {question.step_id!r} on the run page, signed in; a client's "
+                f"form or its agent carries only the caller's token, and this {answer.by} answer does not count",
+                self._require(run_id).status,
+                _watch(run_id),
+            )
+        if question.four_eyes and answer.approved:
+            self._refuse_same_eyes(self._require(run_id), question, answer)
         if not self.store.answer(run_id, question.id, asdict(answer), question.step_id):
             record = self._require(run_id)
             raise Refused(
@@ -222,6 +233,25 @@ class PersonSteps:
         live = self.live.get(run_id)
         if live is not None:
             live.question_answered.set()
+
+    def _refuse_same_eyes(self, record: RunRecord, question: Question, answer: Answer) -> None:
+        """A four-eyes yes must name a signed-in person, and not the one who started the run (nor their agent, which
+        holds their token). A no is anyone's to give: it only stops the run."""
+        if answer.identity is None:
+            raise Refused(
+                f"step {question.step_id!r} needs four eyes: a yes from a person signed in on the team server's run "
+                f"page, other than whoever started the run. This {answer.by} answer names nobody; the "
+                "approver signs in on the page (`abilities-mcp serve --http` with --issuer) and approves there",
+                record.status,
+                _watch(record.run_id),
+            )
+        if answer.identity == record.started_by:
+            raise Refused(
+                f"step {question.step_id!r} needs four eyes: {shown_key(answer.identity)} started this run, so "
+                "their yes does not count; another approver must approve it on the run page",
+                record.status,
+                _watch(record.run_id),
+            )
 
     def question(self, run_id: str) -> Question | None:
         """The question a run this process drives is waiting on."""

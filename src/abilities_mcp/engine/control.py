@@ -128,6 +128,7 @@ class RunControl:
             record.inputs,
             outputs,
             session_id=session_id,
+            started_by=record.started_by,  # resuming is not starting: the run stays its first caller's
             status=record.status,
             resumed=True,
         )

@@ -49,8 +49,10 @@ MAX_PARALLEL_STEPS = 8
 class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
     """Starts, drives, cancels and resumes runs over a Store."""
 
-    def __init__(self, store: Store, catalog: Catalog, *, retry_base: float = RETRY_BASE_SECONDS):
-        self.store, self.catalog, self.retry_base = store, catalog, retry_base
+    def __init__(self, store: Store, catalog: Catalog, *, retry_base: float = RETRY_BASE_SECONDS, team: bool = False):
+        """`team`: a team server's engine, where a person answers on the run page, signed in, or at the server's
+        own terminal; never through a client's form or the agent, which hold nothing but the caller's token."""
+        self.store, self.catalog, self.retry_base, self.team = store, catalog, retry_base, team
         self.live: dict[str, LiveRun] = {}
         self.owner = (os.getpid(), process_start(os.getpid()))
         self._tg: anyio.abc.TaskGroup | None = None
@@ -82,8 +84,9 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
 
     # --- starting -------------------------------------------------------------------------------------------
 
-    def start(self, name: str, inputs: dict[str, Any] | None, session_id: str) -> str:
-        """Check and start a run in the background; returns its id."""
+    def start(self, name: str, inputs: dict[str, Any] | None, session_id: str, started_by: str | None = None) -> str:
+        """Check and start a run in the background; returns its id. `started_by`: the identity of the caller on a
+        team server (state/identities.py), which a four-eyes approval of the run refuses."""
         definition = self.catalog.get(name)
         if not self.catalog.is_valid(definition):
             raise DefinitionError(self.catalog.diagnostics(definition))
@@ -92,7 +95,9 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
         self.recover()  # a run a dead server left live must not block this session
         self._refuse_second_strict_run(session_id)
         values = resolve_inputs(ability.inputs, inputs)
-        live = self._new_run(name, ability, str(definition.path), values, session_id, note=definition.trust_note)
+        live = self._new_run(
+            name, ability, str(definition.path), values, session_id, note=definition.trust_note, started_by=started_by
+        )
         self._launch(live, resumed=False)
         return live.run_id
 
@@ -105,11 +110,14 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
         session_id: str,
         parent: LiveRun | None = None,
         note: str | None = None,
+        started_by: str | None = None,
     ) -> LiveRun:
         """Write a new pending run and register it as live (a child run is driven by its parent's task); `note`
         says why the definition it runs is not the file as written (abilities/in_force.py)."""
         run_id = f"run_{time.strftime('%Y%m%d')}_{secrets.token_hex(4)}"
         now = time.time()
+        if parent is not None:  # a child run is its root's: a second person must be second to whoever started that
+            started_by = parent.started_by
         record = RunRecord(
             run_id=run_id,
             ability=name,
@@ -128,9 +136,10 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
             updated_at=now,
             steps=[StepRecord(sid, i, ability.step(sid).type) for i, sid in enumerate(execution_order(ability))],
             trust_note=note,
+            started_by=started_by,
         )
         self.store.create_run(record)
-        live = LiveRun(run_id, name, ability, values, {}, session_id=session_id)
+        live = LiveRun(run_id, name, ability, values, {}, session_id=session_id, started_by=started_by)
         return self._register(live, parent)
 
     def _register(self, live: LiveRun, parent: LiveRun | None) -> LiveRun:

@@ -27,6 +27,7 @@ class LiveRun:
     inputs: dict[str, Any]
     outputs: dict[str, dict[str, Any]]
     session_id: str = ""
+    started_by: str | None = None  # the identity that started it (its root run's, for a child); None: a local run
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     done: anyio.Event = field(default_factory=anyio.Event)
     changed: anyio.Event = field(default_factory=anyio.Event)

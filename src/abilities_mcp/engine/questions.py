@@ -39,6 +39,8 @@ class Answer:
     note: str | None = None
     # Where it came from, for the record: the terminal and its process chain, or the client that showed the form.
     origin: str | None = None
+    # Who, on a team server: the identity the page's sign-in vouched for (state/identities.py `Identity.key`).
+    identity: str | None = None
 
     @classmethod
     def stored(cls, data: object) -> Answer | None:
@@ -49,9 +51,9 @@ class Answer:
         texts = ("question_id", "value", "by")
         if not all(isinstance(data.get(k), str) for k in texts) or not isinstance(data.get("approved"), bool):
             return None
-        if any(data.get(k) is not None and not isinstance(data.get(k), str) for k in ("note", "origin")):
+        if any(data.get(k) is not None and not isinstance(data.get(k), str) for k in ("note", "origin", "identity")):
             return None
-        return cls(**{k: data.get(k) for k in (*texts, "approved", "note", "origin")})
+        return cls(**{k: data.get(k) for k in (*texts, "approved", "note", "origin", "identity")})
 
     def summary(self) -> str:
         verb = "approved" if self.approved else "rejected"
@@ -70,18 +72,23 @@ class Question:
     options: tuple[Option, ...]
     deadline: float | None = None
     id: str = field(default_factory=lambda: secrets.token_hex(6))
+    # `approval: four-eyes`: a yes counts only from a signed-in person other than whoever started the run.
+    four_eyes: bool = False
 
     # --- building ------------------------------------------------------------------------------------------
 
     @classmethod
-    def approval(cls, step_id: str, prompt: str, options: list[Any] | None, deadline: float | None) -> Question:
+    def approval(
+        cls, step_id: str, prompt: str, options: list[Any] | None, deadline: float | None, four_eyes: bool = False
+    ) -> Question:
         chosen = tuple(
             Option(o.label, o.value, o.approves if o.approves is not None else o.value.lower() not in REJECTING_VALUES)
             for o in options or []
         )
         if not any(o.approves for o in chosen) or not any(not o.approves for o in chosen):
             chosen = (Option("Approve", "approved", True), Option("Reject", "rejected", False), *chosen)
-        return cls("approval" if step_id != PLAN_STEP else "plan", step_id, prompt, chosen, deadline)
+        kind: Kind = "approval" if step_id != PLAN_STEP else "plan"
+        return cls(kind, step_id, prompt, chosen, deadline, four_eyes=four_eyes)
 
     @classmethod
     def decision(cls, step_id: str, problem: str) -> Question:

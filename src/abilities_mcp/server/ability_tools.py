@@ -94,7 +94,9 @@ def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
             with tool_errors():
                 if agent:
                     agents.refuse_agent(catalog, name, agent)
-                run_id = session.engine.start(name, _parse_inputs(inputs), session.session_id(ctx))
+                run_id = session.engine.start(
+                    name, _parse_inputs(inputs), session.session_id(ctx), started_by=session.started_by
+                )
 
         async def progress(live: LiveRun) -> None:
             await ctx.report_progress(live.finished_steps(), len(live.ability.steps), live.message)

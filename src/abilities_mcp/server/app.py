@@ -23,6 +23,7 @@ from ..prerequisites.sessions import DEFAULT_TTL_SECONDS
 from ..state.project import Project
 from ..state.store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS, Store
 from .ability_tools import add_ability_tools, add_matching_tools
+from .hub import Hub, Team
 from .lane import Lane
 from .page import PageHost
 from .session import Session
@@ -75,6 +76,21 @@ class AbilitiesServer(SkillServer):
         metadata.output_model, metadata.output_schema = model, self._schemas[model]
 
 
+def _auth(team: Team | None) -> dict[str, Any]:
+    """A team server is an OAuth 2.1 resource server: the SDK checks each request's bearer token with the team's
+    verifier and serves the RFC 9728 metadata that points clients at the provider."""
+    if team is None:
+        return {}
+    from mcp.server.auth.settings import AuthSettings
+
+    settings = AuthSettings(
+        issuer_url=team.issuer,
+        resource_server_url=team.resource,
+        validate_token_resource=False,  # the verifier checks issuer and expiry; audiences are the provider's policy
+    )
+    return {"auth": settings, "token_verifier": team.verifier}
+
+
 def _result_model(fn: Callable[..., Any]) -> type | None:
     """The pydantic model a tool returns (an InputRequiredResult alternative aside), or None for anything else."""
     returned = typing.get_type_hints(fn).get("return")
@@ -91,20 +107,26 @@ def create_server(
     history_runs: int = DEFAULT_HISTORY_RUNS,
     history_days: float = DEFAULT_HISTORY_DAYS,
     session_ttl: float = DEFAULT_TTL_SECONDS,
+    team: Team | None = None,
 ) -> MCPServer:
-    """Build a server for one project; each connection gets its own engine over the shared state file."""
+    """Build a server for one project; each connection gets its own engine over the shared state file. `team`: a
+    team server over HTTP (server/http.py), one engine for every caller, each identified by a verified token."""
     catalog = Catalog(project)
     gateway = Gateway(project)
     lane = Lane()
 
     @asynccontextmanager
-    async def lifespan(_: MCPServer) -> AsyncIterator[Session]:
+    async def lifespan(_: MCPServer) -> AsyncIterator[Session | Hub]:
         store = Store.open(project)
         store.prune(history_runs, history_days)
-        engine = Engine(store, catalog, **({"retry_base": retry_base} if retry_base is not None else {}))
+        options = {"retry_base": retry_base} if retry_base is not None else {}
+        engine = Engine(store, catalog, team=team is not None, **options)
         try:
             # nothing connects until a call needs it; the page starts when a client that asks by URL needs it
             async with engine.running(), upstreams() as connections, anyio.create_task_group() as tg:
+                if team is not None:  # every caller over HTTP: the hub finds each one's Session
+                    yield Hub(engine, store, team.issuer, connections)
+                    return
                 page = PageHost(project, tg)
                 lane.session = Session(engine, store, f"mcp-{secrets.token_hex(6)}", connections, page=page)
                 try:
@@ -126,6 +148,7 @@ def create_server(
         extensions=[skills],
         middleware=[AdvertiseOnHandshake({skills.identifier: skills.settings()})],
         subscriptions=bus,
+        **_auth(team),
     )
     add_ability_tools(server, catalog)
     add_matching_tools(server, catalog)

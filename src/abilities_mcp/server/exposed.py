@@ -24,6 +24,7 @@ from ..gateway.upstreams import Progress, Started
 from ..prerequisites.in_force import Workflows
 from ..prerequisites.sessions import SessionState
 from .forms import era_of, session_asker
+from .session import session_of_request
 
 log = logging.getLogger(__name__)
 # How long tools/list waits for the exposed upstreams to list their tools: one that is slower is left out of this
@@ -51,7 +52,7 @@ class ExposedTools:
         await self.bus.publish(ToolsListChanged())
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
-        if ctx.method not in ("initialize", "tools/list") and self.changed_since_listed(ctx.lifespan_context):
+        if ctx.method not in ("initialize", "tools/list") and self.changed_since_listed(session_of_request(ctx)):
             await self.tell(ctx.session)
         if ctx.method == "tools/call" and self.exposed_name((ctx.params or {}).get("name")):
             return await self._call(ctx)
@@ -63,7 +64,7 @@ class ExposedTools:
         elif ctx.method == "tools/list" and isinstance(result, dict) and not (ctx.params or {}).get("cursor"):
             listed = await self._tools(ctx)
             result["tools"] = [*result.get("tools", []), *(_wire(t) for t in listed)]
-            ctx.lifespan_context.exposed_servers = set(self._servers())
+            session_of_request(ctx).exposed_servers = set(self._servers())
         return result
 
     def _servers(self) -> list[str]:
@@ -78,7 +79,7 @@ class ExposedTools:
 
     async def _tools(self, ctx: Any) -> list[Tool]:
         servers = self._servers()
-        session = ctx.lifespan_context
+        session = session_of_request(ctx)
         if not servers or session.upstreams is None:
             return []
         config = self.gateway.current()
@@ -105,14 +106,14 @@ class ExposedTools:
     async def _announce_when_listed(self, ctx: Any, server: str) -> None:
         """A slow upstream finished listing: tell the client its tools are there now."""
         try:
-            await discover(self.gateway.current(), ctx.lifespan_context.upstreams, only=server)
+            await discover(self.gateway.current(), session_of_request(ctx).upstreams, only=server)
             await self.tell(ctx.session)
         except Exception:  # the client may be gone; nothing else depends on this
             log.info("could not announce %r's tools", server, exc_info=True)
 
     async def _call(self, ctx: Any) -> CallToolResult:
         params = ctx.params or {}
-        session = ctx.lifespan_context
+        session = session_of_request(ctx)
         session_id = session.session_id(SimpleNamespace(request_context=ctx))
         meta = ctx.meta if isinstance(ctx.meta, dict) else {}
         token = meta.get("progress_token", meta.get("progressToken"))  # the SDK's name for it, or the wire's

@@ -29,6 +29,7 @@ from ..prerequisites.gates import categories_of
 from ..prerequisites.in_force import Workflows
 from ..prerequisites.sessions import SessionState
 from .forms import call_answer_from_retry, call_asker, call_input_required, form_era
+from .session import session_of
 from .views import iso
 
 
@@ -147,7 +148,7 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
     session records. Returns tool_call's work, for the stdio transport's direct lane (server/lane.py)."""
 
     def proxy(ctx: Context) -> tuple[Proxy, str]:
-        return proxy_of(ctx.request_context.lifespan_context), ctx.request_context.lifespan_context.session_id(ctx)
+        return proxy_of(session_of(ctx)), session_of(ctx).session_id(ctx)
 
     def proxy_of(session: Any) -> Proxy:
         return Proxy(gateway, workflows, session.upstreams, SessionState(session.store, ttl_seconds))
@@ -200,7 +201,7 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
         path = str(cache.cache_path(gateway.root))
         if found.stale and path not in refreshing:
             refreshing.add(path)
-            connections = ctx.request_context.lifespan_context.upstreams
+            connections = session_of(ctx).upstreams
             connections.background(lambda: refresh_in_background(connections), name="tool cache refresh")
         return found.listing._replace(problems=broken(gateway.current())), found.categories, found.stale
 
@@ -241,7 +242,7 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
         """Call a tool of an MCP server behind this gateway. Workflows (workflows.json) apply: in enforce mode the
         gateway first runs the missing prerequisite tools itself (gate.ran_prerequisites), or refuses naming the
         calls to make; warn and suggest workflows add gate.warnings."""
-        session = ctx.request_context.lifespan_context
+        session = session_of(ctx)
         # A call a workflow holds for a person's yes: the client's form asks them where it shows forms (a 2026-era
         # client by repeating this call with the answer), racing `abilities-mcp approve` at their terminal.
         repeated = call_answer_from_retry(ctx, CallApprovals(session.store))

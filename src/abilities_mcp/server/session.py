@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -15,6 +16,7 @@ from mcp_types import InputRequiredResult
 from ..engine.core import Engine
 from ..errors import AbilitiesError, Refused
 from ..state.claims import Client, claim
+from ..state.identities import Identity
 from ..state.owners import client_of
 from ..state.store import Store
 from .forms import MAX_FORMS_PER_CALL, ask_by_form, ask_by_url, form_era, input_required, open_question, url_era
@@ -43,6 +45,9 @@ class Session:
     declined: set[str] = field(default_factory=set)  # questions whose link the person declined: the terminal's now
     # The client process that started this server, to claim only the calls its own hook announced.
     client: Client = field(default_factory=lambda: client_of(os.getpid()))
+    # On a team server (server/hub.py): who calls, as the provider vouched for them. Their session ids are theirs
+    # alone, no hook of theirs announces calls on this machine, and the env of the server names no client session.
+    identity: Identity | None = None
     _claimed: OrderedDict[Any, str | None] = field(default_factory=OrderedDict)
 
     def view(self, run_id: str, warning: str | None = None) -> Run:
@@ -110,11 +115,25 @@ class Session:
 
     def session_of_request(self, meta: Mapping[str, Any], method: str, params: Mapping[str, Any], key: Any) -> str:
         """session_id for a request known by its parts (`key`: its JSON-RPC id)."""
+        if self.identity is not None:
+            return self._team_session(meta)
         if env := os.environ.get("CLAUDE_CODE_SESSION_ID"):
             return env
         if meta.get("sessionID"):
             return str(meta["sessionID"])
         return self._announced(method, params, key) or self.default_session_id
+
+    @property
+    def started_by(self) -> str | None:
+        """What a run this connection starts records as its starter: the identity's key; None for a local run."""
+        return self.identity.key if self.identity is not None else None
+
+    def _team_session(self, meta: Mapping[str, Any]) -> str:
+        """A team caller's session: the one its client names, else this connection's, within the caller's own
+        space, so that no one reaches another person's records by naming their session."""
+        named = str(meta.get("sessionID") or "") or self.default_session_id
+        owner = hashlib.sha256(self.identity.key.encode()).hexdigest()[:12] if self.identity else ""
+        return f"{owner}:{named}"
 
     def _announced(self, method: str, params: Mapping[str, Any], key: Any) -> str | None:
         """The announced session of this tool call, claimed once per request and remembered for the rest of it."""
@@ -131,5 +150,11 @@ class Session:
 
 
 def session_of(ctx: Context) -> Session:
-    """The connection's Session, which the server's lifespan made."""
-    return ctx.request_context.lifespan_context
+    """The connection's Session, which the server's lifespan made (on HTTP, the hub finds the caller's)."""
+    return session_of_request(ctx.request_context)
+
+
+def session_of_request(request: Any) -> Session:
+    """The Session of a request context (a tool's `ctx.request_context`, or what a middleware is handed)."""
+    found = request.lifespan_context
+    return found if isinstance(found, Session) else found.session_for(request)

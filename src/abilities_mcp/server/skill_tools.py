@@ -45,6 +45,7 @@ from .results import (
     SkillProblem,
     SkillRoute,
 )
+from .session import session_of
 from .views import skill_list_view
 
 logger = logging.getLogger(__name__)
@@ -243,16 +244,16 @@ def _record_discovery(ctx: Context, skillset: SkillSet, session: str) -> None:
     scopes, names, failures = skillset.discovery()
     for failure in failures:
         logger.warning("skill %s did not load: %s", failure["path"], failure["error"])
-    skill_events.record_discovery(ctx.request_context.lifespan_context.store, session, scopes, names, failures)
+    skill_events.record_discovery(session_of(ctx).store, session, scopes, names, failures)
 
 
 def _record_selection(ctx: Context, session: str, task: str | None, chosen: Selection) -> None:
     for error in chosen.errors:
         logger.warning("skill_plan: skill %s: %s", error["name"], error["error"])
-    store = ctx.request_context.lifespan_context.store
+    store = session_of(ctx).store
     skill_events.record_selection(store, session, selection_event(chosen, task), chosen.truncated, chosen.budget)
 
 
 def _session_key(ctx: Context) -> str:
     """The session the load belongs to (DESIGN §6), as the connection's Session works it out."""
-    return ctx.request_context.lifespan_context.session_id(ctx)
+    return session_of(ctx).session_id(ctx)

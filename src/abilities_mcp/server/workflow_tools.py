@@ -44,6 +44,7 @@ from .results import (
     WorkflowReset,
     WorkflowStatus,
 )
+from .session import session_of
 from .views import call_approval_view, iso, workflow_check_view, workflow_list_view
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
@@ -54,13 +55,13 @@ def add_workflow_tools(server: MCPServer, workflows: Workflows, ttl_seconds: flo
     """The five workflow tools over the project's workflows, its gateway and the connection's state file."""
 
     def state(ctx: Context) -> tuple[SessionState, str]:
-        session = ctx.request_context.lifespan_context
+        session = session_of(ctx)
         return SessionState(session.store, ttl_seconds), session.session_id(ctx)
 
     def seen(ctx: Context, sid: str) -> Observer:
         """Who sees this session's calls: the gateway its upstreams' (only the tools those listed so far offer, for
         the ones that have), the client's hooks every one, when they marked the session."""
-        session = ctx.request_context.lifespan_context
+        session = session_of(ctx)
         return Observer(frozenset(gateway.current().upstreams), observed(session.store, sid), _offers(session))
 
     @server.tool(name="workflow_list", annotations=READ_ONLY)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..abilities.catalog import Catalog
 from ..engine.core import Engine
@@ -59,7 +59,9 @@ def asking(store: Store) -> list[Asking]:
 # --- taking an answer ------------------------------------------------------------------------------------------------
 
 
-def answer_run(store: Store, catalog: Catalog, run_id: str, form: dict[str, str], origin: str) -> str:
+def answer_run(
+    store: Store, catalog: Catalog, run_id: str, form: dict[str, str], origin: str, identity: str | None = None
+) -> str:
     """Record a person's answer to the question the run waits on (the one the page showed: its step and question
     id); returns what was recorded, or raises NotTaken. The run's own server notices it in the state file."""
     engine = Engine(store, catalog)
@@ -67,7 +69,7 @@ def answer_run(store: Store, catalog: Catalog, run_id: str, form: dict[str, str]
         _, question = engine.pending_question(run_id, form.get("step") or None, CHANNEL)
         if form.get("question") and form["question"] != question.id:
             raise NotTaken("the run asks another question now; reload the page to see it")
-        answer = _answer(question, form.get("answer", ""), form.get("note") or None, origin)
+        answer = replace(_answer(question, form.get("answer", ""), form.get("note") or None, origin), identity=identity)
         engine.record_answer(run_id, question, answer)
     except (Refused, ValueError) as exc:
         raise NotTaken(str(exc)) from None

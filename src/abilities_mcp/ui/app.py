@@ -25,6 +25,7 @@ User-Agent); the run, driven by its own server process, reads it from the state 
 from __future__ import annotations
 
 import getpass
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +53,7 @@ from ..state.store import LIVE, Store
 from . import answers, definitions, live, pages
 from .auth import Gate, Guard, Session
 from .markup import el, inert, join, layout, links_under, path, refusal_page
+from .signin import CALLBACK_PATH, SignedIn, TeamGate
 
 STATIC = Path(__file__).parent / "static"
 # Runs the list reads (top-level, newest first) before it filters: history keeps 500 by default.
@@ -65,6 +67,8 @@ ROUTED_SKILLS = 5
 # A browser's User-Agent is cut to this in the answer's origin.
 MAX_AGENT_CHARS = 200
 EVENT_STREAM_HEADERS = {"x-accel-buffering": "no"}
+
+log = logging.getLogger(__name__)
 
 
 class Page:
@@ -89,7 +93,27 @@ class Page:
     def origin(self, request: Request) -> str:
         """Where an answer given here came from, for the record."""
         agent = inert(request.headers.get("user-agent", "unknown"))[:MAX_AGENT_CHARS]
-        return f"page 127.0.0.1:{self.gate.port} (browser: {agent})"
+        if not isinstance(self.gate, TeamGate):
+            return f"page 127.0.0.1:{self.gate.port} (browser: {agent})"
+        session = request.scope.get("state", {}).get("session")
+        who = session.identity if isinstance(session, SignedIn) else None
+        signed = f" signed in as {who.shown} ({who.key})" if who is not None else ""
+        return f"page {self.gate.origin}{signed} (browser: {agent})"
+
+    def answerer(self, request: Request) -> tuple[str | None, str]:
+        """Who answers from this request: (their identity's key, how the record names them). On a team page only a
+        signed-in approver answers (answers.NotTaken otherwise); on the local page, the person at this machine."""
+        session = request.scope.get("state", {}).get("session")
+        if not isinstance(self.gate, TeamGate):
+            return None, f"{self.user} on the page"
+        if not isinstance(session, SignedIn) or session.identity is None:
+            raise answers.NotTaken("sign in first")
+        if not session.approver:
+            raise answers.NotTaken(
+                f"{session.identity.shown} is not an approver on this server; whoever runs it names approvers "
+                "with `serve --approvers` (or $ABILITIES_APPROVERS)"
+            )
+        return session.identity.key, f"{session.identity.shown} on the page"
 
 
 def create_app(
@@ -104,6 +128,7 @@ def create_app(
     page = Page(project, gate, session_ttl or DEFAULT_TTL_SECONDS, stopping or threading.Event(), poll)
     routes = [  # within the prefix
         Route("/login", _bound(login, page)),
+        Route(CALLBACK_PATH, _bound(callback, page)),
         Route("/", _bound(runs, page)),
         Route("/runs/{run_id}", _bound(run, page)),
         Route("/runs/{run_id}/steps/{step_id}", _bound(step_output, page)),
@@ -160,6 +185,8 @@ async def _in_thread(function: Callable[[], Response]) -> Response:
 async def login(page: Page, request: Request) -> Response:
     if request.method == "HEAD":  # a link preview looking, not the person opening it: the link stays unspent
         return Response(status_code=200, media_type="text/html")
+    if isinstance(page.gate, TeamGate):  # the team page: the provider signs the person in
+        return RedirectResponse(await page.gate.start_login(), status_code=303)
     found = page.gate.login_to(request.query_params.get("token", ""))
     if found is None:
         message = (
@@ -169,6 +196,26 @@ async def login(page: Page, request: Request) -> Response:
         return HTMLResponse(refusal_page(403, "Link not valid", message), status_code=403)
     session, target = found  # where the link lands: fixed when it was made (auth.Gate.mint), never by the request
     response = RedirectResponse(page.gate.base + target, status_code=303)
+    response.headers.append("set-cookie", page.gate.cookie_header(session))
+    return response
+
+
+async def callback(page: Page, request: Request) -> Response:
+    """The browser back from the team's provider: a session for whoever signed in (ui/signin.py)."""
+    if not isinstance(page.gate, TeamGate):
+        raise HTTPException(404)
+    try:
+        session = await page.gate.finish_login(dict(request.query_params))
+    except Exception as exc:  # the provider refused the code, or could not be reached: said, nothing opened
+        log.warning("sign-in failed: %s", exc)
+        session = None
+    if session is None:
+        message = (
+            "Signing in did not finish: it took too long, this return was used already, or the provider refused it. "
+            f"Open {page.gate.home}login to sign in again."
+        )
+        return HTMLResponse(refusal_page(403, "Not signed in", message), status_code=403)
+    response = RedirectResponse(page.gate.base + "/waiting", status_code=303)
     response.headers.append("set-cookie", page.gate.cookie_header(session))
     return response
 
@@ -303,7 +350,8 @@ async def answer_run(page: Page, request: Request) -> Response:
     def record() -> Response:
         with closing(page.store()) as store:
             try:
-                said = answers.answer_run(store, page.catalog, run_id, form, origin)
+                identity, _ = page.answerer(request)
+                said = answers.answer_run(store, page.catalog, run_id, form, origin, identity)
             except answers.NotTaken as exc:
                 return _not_taken(page, request, str(exc))
         return _taken(request, run_id, said)
@@ -318,7 +366,8 @@ async def answer_call(page: Page, request: Request) -> Response:
     def record() -> Response:
         with closing(Database.open(page.project)) as db:
             try:
-                said = answers.answer_call(db, call_id, form, f"{page.user} on the page", origin)
+                _, by = page.answerer(request)
+                said = answers.answer_call(db, call_id, form, by, origin)
             except answers.NotTaken as exc:
                 return _not_taken(page, request, str(exc))
         return _taken(request, call_id, said)

@@ -36,6 +36,8 @@ PREFIX_ROOT = "/s/"
 # Paths anyone who has the prefix may read without a session: the stylesheet and the script, which hold no data.
 PUBLIC_PREFIX = "/static/"
 LOGIN_PATH = "/login"
+# Where a team page's browser comes back from the provider (ui/signin.py): public, like the login.
+CALLBACK_PATH = "/callback"
 SAFE_METHODS = ("GET", "HEAD")
 HEADERS = {
     "content-security-policy": "default-src 'self'; frame-ancestors 'none'",
@@ -216,10 +218,12 @@ class Guard:
         method = scope["method"]
         if method not in (*SAFE_METHODS, "POST"):
             return await self._refuse(send, 405, "Not allowed", "This page only reads, or answers with its forms.")
-        public = path.startswith(PUBLIC_PREFIX) or path == LOGIN_PATH
+        public = path.startswith(PUBLIC_PREFIX) or path in (LOGIN_PATH, CALLBACK_PATH)
         if public and method in SAFE_METHODS:
             return await self.app(scope, receive, send)
         session = self.gate.session(headers.get("cookie"))
+        if session is None and getattr(self.gate, "team", False) and method in SAFE_METHODS:
+            return await _redirect(send, f"{self.gate.base}{LOGIN_PATH}")  # the team page: off to sign in
         if session is None:
             return await self._refuse(send, 401, "Log in first", _NO_SESSION)
         scope.setdefault("state", {})["session"] = session
@@ -244,6 +248,11 @@ class Guard:
             }
         )
         await send({"type": "http.response.body", "body": page})
+
+
+async def _redirect(send: Send, location: str) -> None:
+    await send({"type": "http.response.start", "status": 303, "headers": [(b"location", location.encode())]})
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _nothing(send: Send) -> None:
