@@ -1,7 +1,8 @@
 """The `abilities-mcp` command (and `python -m abilities_mcp`).
 
-`hook CLIENT EVENT [--root ROOT]`, the form the clients' configs call on every tool call, goes straight to the hook:
-no argparse, no server imports (it must start fast). Everything else is cli/main.py.
+`hook CLIENT EVENT [--root ROOT] [--url URL]`, the form the clients' configs call on every tool call, goes straight
+to the hook (with `--url`, team mode: to the team server, clients/remote.py): no argparse, no server imports (it must
+start fast). Everything else is cli/main.py.
 """
 
 import sys
@@ -10,25 +11,43 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["hook"] and (hooked := _hook_args(args[1:])):
+        client, event, options = hooked
+        if "--url" in options:  # team mode: the team server decides (clients/remote.py)
+            from .clients.remote import main as remote
+
+            return remote(client, event, options["--url"], root=options.get("--root"))
         from .clients.hook import main as hook
 
-        client, event, root = hooked
-        return hook(client, event, root=root)
+        return hook(client, event, root=options.get("--root"))
     from .cli.main import main as cli
 
     return cli(args)
 
 
-def _hook_args(args: list[str]) -> tuple[str, str, str | None] | None:
-    """CLIENT EVENT, optionally followed by `--root ROOT` or `--root=ROOT` (the project init pins); None for any
-    other form, which argparse reads (and refuses, if it must)."""
-    if len(args) == 2:
-        return args[0], args[1], None
-    if len(args) == 4 and args[2] == "--root" and args[3]:
-        return args[0], args[1], args[3]
-    if len(args) == 3 and args[2].startswith("--root=") and len(args[2]) > len("--root="):
-        return args[0], args[1], args[2].removeprefix("--root=")
-    return None
+# The hook's options: the project init pins (`--root`), the team server that decides (`--url`, team mode).
+HOOK_OPTIONS = ("--root", "--url")
+
+
+def _hook_args(args: list[str]) -> tuple[str, str, dict[str, str]] | None:
+    """CLIENT EVENT, then any of `--root ROOT` and `--url URL` (or `--root=ROOT`, `--url=URL`), each at most once;
+    None for any other form, which argparse reads (and refuses, if it must)."""
+    if len(args) < 2:
+        return None
+    options: dict[str, str] = {}
+    rest = args[2:]
+    while rest:
+        word = rest.pop(0)
+        option, equals, value = word.partition("=")
+        if option not in HOOK_OPTIONS or option in options:
+            return None
+        if not equals:
+            if not rest:
+                return None
+            value = rest.pop(0)
+        if not value:
+            return None
+        options[option] = value
+    return args[0], args[1], options
 
 
 if __name__ == "__main__":

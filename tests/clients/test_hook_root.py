@@ -166,6 +166,8 @@ def test_a_root_that_is_no_folder_refuses_a_tool_call_and_lets_the_rest_through(
         ["hook", "codex", "PreToolUse", "--root"],  # no value
         ["hook", "codex", "PreToolUse", "--root", ""],
         ["hook", "codex", "PreToolUse", "--rot", "/x"],
+        ["hook", "codex", "PreToolUse", "--url"],
+        ["hook", "codex", "PreToolUse", "--url", "https://a", "--url", "https://b"],  # once each
     ],
 )
 def test_any_other_form_is_argparse_s_as_before(args: list[str]) -> None:
@@ -177,6 +179,6 @@ def test_any_other_form_is_argparse_s_as_before(args: list[str]) -> None:
 def test_the_fast_path_reads_the_root_in_both_spellings() -> None:
     from abilities_mcp.__main__ import _hook_args
 
-    assert _hook_args(["codex", "PreToolUse"]) == ("codex", "PreToolUse", None)
-    assert _hook_args(["codex", "PreToolUse", "--root", "/p q"]) == ("codex", "PreToolUse", "/p q")
-    assert _hook_args(["codex", "PreToolUse", "--root=/p q"]) == ("codex", "PreToolUse", "/p q")
+    assert _hook_args(["codex", "PreToolUse"]) == ("codex", "PreToolUse", {})
+    assert _hook_args(["codex", "PreToolUse", "--root", "/p q"]) == ("codex", "PreToolUse", {"--root": "/p q"})
+    assert _hook_args(["codex", "PreToolUse", "--root=/p q"]) == ("codex", "PreToolUse", {"--root": "/p q"})

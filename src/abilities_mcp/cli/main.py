@@ -152,9 +152,12 @@ def _serve_http(project: Project, args: argparse.Namespace) -> int:
     options = TeamOptions(listen, args.issuer, client_id, secret, approvers)
     print(f"abilities-mcp: team server at {listen.public_url}/mcp (project {project.root})", file=sys.stderr)
     _not_dumpable()
+    from .team_hooks import hook_endpoint  # the client hooks' endpoint, /hook/CLIENT/EVENT (docs/team.md)
+
     serve_http(
         project,
         options,
+        hook=hook_endpoint,
         history_runs=args.history_runs,
         history_days=args.history_days,
         session_ttl=args.session_ttl,
@@ -650,6 +653,10 @@ def _list_workflows(project: Project, as_json: bool) -> int:
 def hook(project: Project, args: argparse.Namespace) -> int:
     """Answer one client hook event (stdin: the client's JSON; stdout: its answer). `__main__` runs the plain
     `hook CLIENT EVENT` form without argparse: it runs on every tool call."""
+    if args.url:  # team mode: the team server decides (clients/remote.py)
+        from ..clients.remote import main as remote
+
+        return remote(args.client, args.event, args.url, root=str(project.root))
     from ..clients.hook import main as answer
 
     return answer(args.client, args.event, project=project, session_ttl=args.session_ttl)
@@ -659,6 +666,12 @@ def init(project: Project, args: argparse.Namespace) -> int:
     """Write or merge a client's config: the server entry, and the hooks where the client has them."""
     from ..clients.configs import init as write_config
 
+    if args.url:  # team mode: the team server's entry and hooks that ask it (clients/remote_configs.py)
+        from functools import partial
+
+        from ..clients.remote_configs import init as write_team_config
+
+        write_config = partial(write_team_config, url=args.url)
     code = write_config(
         project.root,
         args.client,

@@ -185,6 +185,7 @@ def _client_parsers(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("hook", parents=[common], help="answer a client hook event (reads its JSON on stdin)")
     p.add_argument("client", choices=sorted(EVENTS))
     p.add_argument("event", help="; ".join(f"{client}: {', '.join(events)}" for client, events in EVENTS.items()))
+    p.add_argument("--url", help="team mode: the team server that decides (token from $ABILITIES_TOKEN)")
     _history_options(p, argparse.SUPPRESS)
     p = sub.add_parser("init", parents=[common], help="write or merge a client's config (server entry and hooks)")
     p.add_argument("client", choices=CLIENTS)
@@ -196,6 +197,11 @@ def _client_parsers(sub, common: argparse.ArgumentParser) -> None:
         help="how the client starts abilities-mcp (default: found on PATH, else this one)",
     )
     p.add_argument("--force", action="store_true", help="replace an existing entry of ours that differs")
+    p.add_argument(
+        "--url",
+        help="team mode: the team server's address (https://…): its MCP endpoint as the server, with the token from "
+        "$ABILITIES_TOKEN, and hooks that ask it (docs/team.md)",
+    )
     p.add_argument(
         "--gateway",
         action="store_true",

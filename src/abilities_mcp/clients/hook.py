@@ -20,6 +20,10 @@ prerequisites) and workflows.json, and answers on stdout in the client's format.
 Clients (Claude Code, Codex, Gemini CLI, Cursor, OpenCode) differ only in payloads.py (their event names, their
 payload as one Call) and answers.py (an Answer in their format); every gate above is shared.
 
+In team mode the client's hook asks the team server instead (remote.py), which runs this same `main` against its
+own project and state for the caller (cli/team_hooks.py): a `Caller` then names whose sessions the payload's are and
+which of the caller's configured servers are this one, since neither is on the server's disk.
+
 Failure policy: a strict gate that cannot read its state refuses (exit 2, the reason on stderr: Claude Code gives
 it to the model, the OpenCode plugin throws it); a tool call not decided within BUDGET_SECONDS is refused too (the
 clients let a call through when a hook outlives their timeout); any other failure lets the call through (exit 1,
@@ -36,7 +40,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
 from ..prerequisites.in_force import workflows_in_force
@@ -52,7 +56,7 @@ from . import guards
 from .answers import DENY_EXIT, FAIL_OPEN_EXIT, Answer, joined, render
 from .enforcement import OWN_TOOLS, Verdict, kind, next_move, stop_verdict, tool_verdict, where
 from .payloads import EVENTS, KINDS, BadPayload, Call, event_name, parse
-from .position import Position, find
+from .position import Position, find, newest_of
 from .servers import Entry, cursor_server, is_ours, known_names, runs_abilities_mcp
 
 # Permission modes in which Claude Code asks the person; elsewhere a `warn` workflow only tells the model.
@@ -77,6 +81,19 @@ BUDGET_SECONDS = 5.0
 BUDGET_ENV = "ABILITIES_HOOK_BUDGET"
 
 
+class Caller(NamedTuple):
+    """A team server's caller, when the hook runs on the server for a remote client (cli/team_hooks.py)."""
+
+    owner: str  # the prefix of the caller's sessions, as the server names them (server/session.py `_team_session`)
+    servers: frozenset[str]  # this server's names in the caller's client configs (remote.py reads them there)
+    url: str = ""  # the server's address in the caller's configs (Cursor names a server by its url)
+
+    def session(self, call_session: str) -> str:
+        """The caller's session as the server files it: `<owner>:<the client's id>`, so that no one reaches another
+        person's records by naming their session."""
+        return f"{self.owner}:{call_session}" if call_session else ""
+
+
 class StateUnreadable(Exception):
     """A strict gate could not read what it needs: the call is refused (exit 2) with this reason."""
 
@@ -94,9 +111,11 @@ def main(
     stdin: IO[str] | None = None,
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
+    caller: Caller | None = None,
 ) -> int:
     """Answer one event; returns the exit code. `root`: the project, as init pins it (`--root`): it wins over the
-    environment and the client's working directory, which moves with the call (_project)."""
+    environment and the client's working directory, which moves with the call (_project). `caller`: a team
+    server's caller (the project then is the server's)."""
     stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
     name = event_name(client, event)
     if name is None:
@@ -107,6 +126,8 @@ def main(
     try:
         with _deadline(budget):
             call = parse(client, KINDS[name], json.loads(stdin.read() or "{}"), name)
+            if caller is not None:
+                call = call._replace(session_id=caller.session(call.session_id))
             if project is None and root is not None and not os.path.isdir(root):  # moved, or a config from elsewhere
                 said = f"abilities-mcp hook {client} {name}: its project, --root {root!r}, is not a folder here"
                 fix = f"`abilities-mcp init {client}` in the project pins the hooks to where it is now"
@@ -115,7 +136,7 @@ def main(
                     return FAIL_OPEN_EXIT
                 refused = f"{said}, so the call is refused (no gate can be read). Tell the user: {fix}."
                 return render(client, name, Answer(deny=refused), stdout, stderr)
-            hook = Hook(call, project or _project(call, root), session_ttl, time.monotonic() + budget)
+            hook = Hook(call, project or _project(call, root), session_ttl, time.monotonic() + budget, caller)
             answer = HANDLERS[call.kind](hook)
     except OutOfTime:
         return _refused_undecided(client, name, f"no decision within {budget:g} s", stdout, stderr)
@@ -189,10 +210,18 @@ def _project(call: Call, root: str | None = None) -> Project:
 class Hook:
     """One event against the project's state, read lazily: most tool calls need no database at all."""
 
-    def __init__(self, call: Call, project: Project, session_ttl: float | None = None, deadline: float | None = None):
+    def __init__(
+        self,
+        call: Call,
+        project: Project,
+        session_ttl: float | None = None,
+        deadline: float | None = None,
+        caller: Caller | None = None,
+    ):
         self.call = call
         self.project = project
         self.deadline = deadline  # time.monotonic() by which the hook must have decided
+        self.caller = caller
         self._ttl = session_ttl  # worked out when a session's records are read: most calls never need it
         self._db: Database | None = None
         self._workflows: WorkflowSet | None = None
@@ -211,13 +240,16 @@ class Hook:
     def database(self) -> Database:
         if self._db is None:
             left = BUSY_TIMEOUT_MS if self.deadline is None else (self.deadline - time.monotonic()) * 1000
-            self._db = Database(self.project.state_db, accept_newer=True, busy_ms=max(1, min(BUSY_TIMEOUT_MS, left)))
+            self._db = Database.open(self.project, accept_newer=True, busy_ms=max(1, min(BUSY_TIMEOUT_MS, left)))
         return self._db
 
     def position(self) -> Position | None:
         """The session's live run; None when there is none (or no state file yet)."""
-        if not self.project.state_db.exists():
+        if self.project.state_url is None and not self.project.state_db.exists():
             return None
+        if self.caller is not None:  # a team server's: the session's run, else the caller's newest (docs/team.md)
+            db = self.database().db
+            return find(db, [self.call.session_id]) or newest_of(db, self.caller.owner + ":")
         if self.call.client == "opencode":  # one OpenCode process hosts many sessions, each id stable: no fallback
             return find(self.database().db, [self.call.session_id])
         sessions = [self.call.session_id, os.environ.get("CLAUDE_CODE_SESSION_ID", "")]
@@ -238,6 +270,10 @@ class Hook:
             return opencode(call.tool, lambda: known_names("opencode", root))
         if call.client == "cursor" and call.origin:
             bare = call.tool.removeprefix(MCP_PREFIX)
+            if self.caller is not None:  # the caller's .cursor/mcp.json is on their machine: its url names us
+                ours = bool(self.caller.url) and call.origin.rstrip("/").startswith(self.caller.url.rstrip("/"))
+                server = min(self.caller.servers) if ours and self.caller.servers else UNKNOWN_SERVER
+                return Name(server, bare, f"{MCP_PREFIX}{server}{SEPARATOR}{bare}" if ours else call.tool)
             self._entry = cursor_server(root, call.origin)
             if self._entry is None:
                 return Name(UNKNOWN_SERVER, bare, call.tool)
@@ -254,7 +290,9 @@ class Hook:
         if server is None or server == UNKNOWN_SERVER:
             return False
         if server not in self._ours:
-            if self.call.client == "cursor":
+            if self.caller is not None:
+                self._ours[server] = same(server, self.caller.servers)
+            elif self.call.client == "cursor":
                 self._ours[server] = self._entry is not None and runs_abilities_mcp(self._entry.argv)
             else:
                 self._ours[server] = is_ours(self.call.client, self.project.root, server)
@@ -330,8 +368,8 @@ def before(hook: Hook) -> Answer:
 
 def _announce(hook: Hook, name: str) -> None:
     """Tell the server which session this call to its tool `name` is from, when the client will not (claims.py)."""
-    if hook.call.client not in ANNOUNCING_CLIENTS or not hook.call.session_id:
-        return
+    if hook.call.client not in ANNOUNCING_CLIENTS or not hook.call.session_id or hook.caller is not None:
+        return  # (a team server names its callers' sessions by who they are, not by what a hook announced)
     announce(hook.database(), hook.call.session_id, name, hook.call.arguments, client_of(os.getpid()))
 
 
@@ -355,7 +393,7 @@ def _step_verdict(hook: Hook, tool: Name) -> Verdict:
         if kind(tool) == "read":
             return Verdict("allow")
         raise StateUnreadable(
-            f"abilities-mcp: {tool.raw} refused: the state file {hook.project.state_db} cannot be read ({exc}), so "
+            f"abilities-mcp: {tool.raw} refused: the state {hook.project.state_shown} cannot be read ({exc}), so "
             "the hook cannot tell whether a strict run is waiting. Read-only tools still work. Run "
             "`abilities-mcp status`, which moves a damaged file aside or says what to fix, then try again."
         ) from exc
@@ -378,7 +416,7 @@ def _workflow_answer(hook: Hook, tool: Name) -> Answer:
         if unrecorded.verdict == "deny":
             raise StateUnreadable(
                 f"abilities-mcp: {tool.raw} refused: an enforced workflow needs this session's recorded steps, "
-                f"and {hook.project.state_db} cannot be read ({exc}). Fix or move the file, then try again."
+                f"and {hook.project.state_shown} cannot be read ({exc}). Fix or move the file, then try again."
             ) from exc
         raise
     result = check(found, tool, "", done, how=RECORDED_BY_HOOK, observer=HOOKS_SEE, arguments=arguments)
@@ -425,8 +463,8 @@ def _call_approval(hook: Hook, tool: Name, wanting: list[Any], verdict: str, pen
         return Answer(deny=f"abilities-mcp: Denied: this call needs a person's approval, and {exc}.")
     except (sqlite3.Error, OSError, RuntimeError) as exc:
         raise StateUnreadable(
-            f"abilities-mcp: {tool.raw} refused: it needs a person's approval, and {hook.project.state_db} cannot be "
-            f"read ({exc}). Fix or move the file, then try again."
+            f"abilities-mcp: {tool.raw} refused: it needs a person's approval, and {hook.project.state_shown} cannot "
+            f"be read ({exc}). Fix or move the file, then try again."
         ) from exc
     except Exception as exc:  # noqa: BLE001 - a call held for a person fails closed, whatever went wrong
         raise StateUnreadable(

@@ -8,6 +8,10 @@ new id after `/clear`, while its server keeps the id it was started with; so whe
 of a server started by the same client process counts (found through the process tree: the client is the first
 ancestor of both that is not a shell or a launcher). A run whose server died is not live: it is interrupted and
 waits for `ability_resume`, so it gates nothing.
+
+On a team server a session id is `<owner>:<id>` (server/session.py); a client whose MCP calls name no session of
+its own (Claude Code over HTTP) files its runs under the connection's, which its hooks cannot know: there the
+caller's newest live run counts (`newest_of`).
 """
 
 from __future__ import annotations
@@ -74,6 +78,16 @@ def find(db: sqlite3.Connection, session_ids: list[str], client_pid: int | None 
             if client_of(row["owner_pid"]) == client:
                 return locate(db, row)
     return None
+
+
+def newest_of(db: sqlite3.Connection, prefix: str) -> Position | None:
+    """The newest live top-level run of any session whose id starts with `prefix` (a team caller's `<owner>:`)."""
+    row = db.execute(
+        f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_run IS NULL AND substr(session_id, 1, ?) = ? "
+        f"AND status IN ({','.join('?' * len(LIVE))}) ORDER BY started_at DESC, rowid DESC LIMIT 1",
+        (len(prefix), prefix, *LIVE),
+    ).fetchone()
+    return None if row is None else locate(db, row)
 
 
 def locate(db: sqlite3.Connection, top: sqlite3.Row) -> Position:

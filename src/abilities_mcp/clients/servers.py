@@ -81,6 +81,19 @@ def own_names(client: str, root: Path) -> frozenset[str]:
     return frozenset(names or {DEFAULT_NAME})
 
 
+def remote_names(client: str, root: Path, url: str) -> frozenset[str]:
+    """The names of the client's configured servers that reach the team server at `url` (their url is under it, as
+    `init --url` writes `URL/mcp`); init's default name when none does."""
+    base = url.rstrip("/")
+    names = {
+        e.name
+        for scope in scopes(client, root)
+        for e in scope.values()
+        if e.url and (e.url.rstrip("/") == base or e.url.startswith(base + "/"))
+    }
+    return frozenset(names or {DEFAULT_NAME})
+
+
 def known_names(client: str, root: Path) -> frozenset[str]:
     """Every server name in the client's configs, this server's default name included when no config names it."""
     found = list(scopes(client, root))
