@@ -27,6 +27,7 @@ SLOW_MODULES = {
     "clients/test_sandboxes.py",
     "clients/test_edited_rules.py",
     "clients/test_call_approvals.py",
+    "clients/test_claude_code_team.py",
     # The MCP Inspector (npx) and real upstream servers (PyPI, npm), the gateway's upstream processes.
     "server/test_inspector.py",
     "gateway/test_everything_upstream.py",
@@ -112,6 +113,7 @@ SLOW_TESTS = {
     "cli/test_cli.py::test_the_server_keeps_only_as_many_finished_runs_as_history_runs_says",
     "cli/test_cli.py::test_status_and_history_show_a_run_made_at_the_terminal",
     "cli/test_cli.py::test_run_at_a_terminal_shows_an_agent_step_and_takes_the_typed_answer",
+    "team/test_team_hooks.py::test_the_client_hook_denies_a_tool_call_it_gets_no_usable_answer_for",
 }
 
 # Cases of one module at other levels than the default: a case is slow when a dash-separated part of its id is one

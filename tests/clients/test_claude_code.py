@@ -144,10 +144,15 @@ def session_state_db(base: Path, root: Path) -> Path:
 
 
 def run_claude(
-    base: Path, root: Path, prompt: str, turns: Sequence[Turn], subagent_turns: Sequence[Turn] = ()
+    base: Path,
+    root: Path,
+    prompt: str,
+    turns: Sequence[Turn],
+    subagent_turns: Sequence[Turn] = (),
+    env: dict[str, str] | None = None,
 ) -> Session:
     """`claude -p PROMPT` in the project, its model answering from `turns` (a subagent's from `subagent_turns`);
-    returns once the client exited."""
+    returns once the client exited. `env`: more of the client's environment (a team token)."""
     claude = installed(CLAUDE_CODE)
     home, tmp = base / "home", base / "tmp"
     home.mkdir(exist_ok=True)
@@ -163,6 +168,7 @@ def run_claude(
             # missing from the session); false makes Claude Code wait for every server first.
             "MCP_CONNECTION_NONBLOCKING": "false",
             **model.env(),
+            **(env or {}),
         }
         args = [str(claude), "-p", prompt, "--output-format", "stream-json", "--verbose", "--include-hook-events"]
         process = subprocess.Popen(

@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 
 from abilities_mcp.clients import configs as client_config
-from abilities_mcp.clients.configs import CLIENTS, PLUGIN_TOKEN, desktop_config_path, resolve_command
+from abilities_mcp.clients.configs import (
+    CLIENTS,
+    PLUGIN_OPTIONS_TOKEN,
+    PLUGIN_TOKEN,
+    desktop_config_path,
+    resolve_command,
+)
 from abilities_mcp.state.project import Project
 
 # Generous: a cold interpreter imports the package.
@@ -295,7 +301,7 @@ def test_opencode_gets_the_v1_entry_with_schema_and_the_plugin(root: Path) -> No
         "mcp": {"abilities": {"type": "local", "command": ["uvx", "abilities-mcp", "serve"], "enabled": True}},
     }
     plugin = (root / ".opencode" / "plugins" / "abilities-mcp.js").read_text(encoding="utf-8")
-    before, after = plugin_template().split(PLUGIN_TOKEN)
+    before, after = plugin_template().replace(PLUGIN_OPTIONS_TOKEN, "[]").split(PLUGIN_TOKEN)
     assert PLUGIN_TOKEN not in plugin
     assert plugin.startswith(before) and plugin.endswith(after)
     assert plugin[len(before) : len(plugin) - len(after)] == '["uvx", "abilities-mcp"]'
@@ -588,7 +594,7 @@ def test_our_hook_is_recognised_with_and_without_its_root(command: str) -> None:
 
 
 def test_the_opencode_plugin_runs_the_hook_pinned_to_its_project() -> None:
-    assert '"hook", "opencode", event, "--root", root]' in plugin_template()
+    assert '"hook", "opencode", event, "--root", root, ...HOOK_OPTIONS]' in plugin_template()
 
 
 @pytest.mark.parametrize(("client", "relpath", "keys", "entry"), JSON_CLIENTS, ids=JSON_IDS)

@@ -134,6 +134,13 @@ def _server_finding(setup: Setup, client: str) -> Finding:
     if broken := wiring.unreadable(client, setup.project.root, setup.where.home):
         text = f"{setup.shown(broken)} does not parse, so {label} reads no server from it"
         return Finding(FAIL, label, text, f"fix its syntax; `{init} --dry-run` names the problem")
+    if not found and (team := wiring.team_servers(client, setup.project.root, setup.where.home)):
+        server = team[0]
+        where = f"{server.name!r} in {setup.shown(server.path)}"
+        if not server.enabled:
+            fix = f"enable it there, or {init} --url URL --force"
+            return Finding(FAIL, label, f"the server {where} is disabled", fix)
+        return Finding(OK, label, f"server {where} is the team server at {server.url} (token from $ABILITIES_TOKEN)")
     if not found:
         return Finding(FAIL, label, "no server entry starts abilities-mcp, so the agent has none of its tools", init)
     server = found[0]
@@ -185,14 +192,16 @@ def _pinning_finding(setup: Setup, client: str, wired: wiring.Hooks) -> Finding 
         f"abilities-mcp init {client} again: it pins them (if it says it kept a hook because its command differs, "
         "pass --command as you did before, or --force)"
     )
-    unpinned = [e for e, root in wired.roots.items() if root is None or not os.path.isabs(root)]
+    # A hook that asks a team server (--url) decides by the server's project, wherever the call runs.
+    unpinned = [e for e, r in wired.roots.items() if e not in wired.urls and (r is None or not os.path.isabs(r))]
     if unpinned:
         text = (
             f"the hooks for {', '.join(unpinned)} in {where} have no --root, so they take the project from the "
             "client's working directory, which a call can move: a shell call run in a subfolder or /tmp is not gated"
         )
         return Finding(FAIL, label, text, fix)
-    elsewhere = sorted({r for r in wired.roots.values() if r and Path(r).resolve() != setup.project.root.resolve()})
+    pinned = [r for e, r in wired.roots.items() if e not in wired.urls]
+    elsewhere = sorted({r for r in pinned if r and Path(r).resolve() != setup.project.root.resolve()})
     if elsewhere:
         named = ", ".join(map(repr, elsewhere))
         text = f"the hooks in {where} are pinned to {named} (--root), not this project: its workflows are not enforced"

@@ -44,8 +44,12 @@ CLAUDE_HOOKS = {
 # directory, which is the call's (Codex sends its exec_command's workdir): a call run from a subfolder or /tmp must
 # not find "no workflows.json here" and pass ungated (clients/hook.py `_project`).
 ROOT_OPTION = "--root"
+# Team mode's hooks name the team server instead (remote.py): it decides against its own project.
+URL_OPTION = "--url"
+HOOK_OPTIONS = (ROOT_OPTION, URL_OPTION)
 # Where opencode_plugin.js takes the argv that starts abilities-mcp.
 PLUGIN_TOKEN = "__ABILITIES_MCP_COMMAND__"
+PLUGIN_OPTIONS_TOKEN = "__ABILITIES_MCP_HOOK_OPTIONS__"
 OPENCODE_SCHEMA = "https://opencode.ai/config.json"
 # Cursor and VS Code may start servers outside the project: they pass the folder they have open.
 WORKSPACE_ROOT = ["--root", "${workspaceFolder}"]
@@ -105,8 +109,10 @@ def init(
     gateway: bool = False,
     sandbox: bool = False,
     state_dir: Path | None = None,
+    plan: Callable[[Path, str, str, list[str], bool, bool], list[Planned]] | None = None,
 ) -> int:
-    """Write (or with dry_run, show) the client's config; returns the exit code. `gateway`: also move the client's
+    """Write (or with dry_run, show) the client's config; returns the exit code. `plan(root, client, name, argv, force,
+    gateway)`: the files to write, planned another way (team mode: remote_configs.py). `gateway`: also move the client's
     other servers into gateway.json, so they are reached only through this server's gates. `sandbox`: also turn on
     the client's own sandbox as verified, refused (nothing written) for a client that has none, or when the state
     folder (`state_dir`, default: the project's) would be inside what the sandbox lets the agent's shell write."""
@@ -117,7 +123,10 @@ def init(
         if sandbox and client in sandboxes.NO_SANDBOX:
             raise ConfigError(f"--sandbox: {sandboxes.NO_SANDBOX[client]}. Nothing was changed.")
         argv, chosen = resolve_command(command)
-        plans = PLANNERS[client](Path(project_root), name, argv, force)
+        if plan is not None:
+            plans = plan(Path(project_root), client, name, argv, force, gateway)
+        else:
+            plans = PLANNERS[client](Path(project_root), name, argv, force)
         if sandbox:
             plans = _sandboxed(Path(project_root), client, plans, force, state_dir)
         if gateway:
@@ -225,12 +234,17 @@ def _opencode(root: Path, name: str, argv: list[str], force: bool) -> list[Plann
     return [plan_json(path, merge, new_file={"$schema": OPENCODE_SCHEMA}), _plan_plugin(root, argv)]
 
 
-def _plan_plugin(root: Path, argv: list[str]) -> Planned:
+def _plan_plugin(root: Path, argv: list[str], url: str | None = None) -> Planned:
     path = root / ".opencode" / "plugins" / "abilities-mcp.js"
-    template = resources.files("abilities_mcp.clients").joinpath("opencode_plugin.js").read_text(encoding="utf-8")
-    new, old = template.replace(PLUGIN_TOKEN, json.dumps(argv)), read_text(path)
+    new, old = plugin_text(argv, [URL_OPTION, url] if url is not None else []), read_text(path)
     notes = [f"{path} differed from this version's plugin: init owns that file and replaces it"]
     return Planned(path, old, new, notes if old and old != new else [])
+
+
+def plugin_text(argv: list[str], options: list[str]) -> str:
+    """The OpenCode plugin as init writes it: the command that starts abilities-mcp, and the hook's options."""
+    template = resources.files("abilities_mcp.clients").joinpath("opencode_plugin.js").read_text(encoding="utf-8")
+    return template.replace(PLUGIN_TOKEN, json.dumps(argv)).replace(PLUGIN_OPTIONS_TOKEN, json.dumps(options))
 
 
 def _editor(relpath: str, key: str, extra: dict[str, str], root_args: list[str]) -> Callable[..., list[Planned]]:
@@ -422,12 +436,17 @@ def _kept(name: str, path: Path, what: str = "entry") -> list[str]:
     return [f"kept your existing {name} {what} in {path} (differs from ours; --force replaces it)"]
 
 
-def hook_command(argv: list[str], client: str, event: str, root: Path) -> list[str]:
-    """The argv of our hook for one event: abilities-mcp, `hook CLIENT EVENT`, and the project pinned by --root."""
+def hook_command(argv: list[str], client: str, event: str, root: Path, url: str | None = None) -> list[str]:
+    """The argv of our hook for one event: abilities-mcp, `hook CLIENT EVENT`, and the project pinned by --root
+    (team mode: the team server that decides, `--url URL`)."""
+    if url is not None:
+        return [*argv, "hook", client, event, URL_OPTION, url]
     return [*argv, "hook", client, event, ROOT_OPTION, os.path.abspath(root)]
 
 
-def _put_hooks(settings: dict, argv: list[str], force: bool, path: Path, root: Path) -> list[str]:
+def _put_hooks(
+    settings: dict, argv: list[str], force: bool, path: Path, root: Path, url: str | None = None
+) -> list[str]:
     """One command handler per event; the person's other handlers and groups stay as they are."""
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
@@ -439,14 +458,16 @@ def _put_hooks(settings: dict, argv: list[str], force: bool, path: Path, root: P
             raise ConfigError(f"{path}: hooks.{event} must be a JSON array; fix it by hand, nothing was changed")
         handler = {
             "type": "command",
-            "command": shlex.join(hook_command(argv, "claude", event, root)),
+            "command": shlex.join(hook_command(argv, "claude", event, root, url)),
             "timeout": HOOK_TIMEOUT_SECONDS,
         }
         outcomes[event] = _put_handler(groups, handler, event, matcher, force)
-    return _hook_notes(outcomes, path, root)
+    return _hook_notes(outcomes, path, root, url)
 
 
-def _put_client_hooks(settings: dict, argv: list[str], force: bool, path: Path, client: str, root: Path) -> list[str]:
+def _put_client_hooks(
+    settings: dict, argv: list[str], force: bool, path: Path, client: str, root: Path, url: str | None = None
+) -> list[str]:
     """Codex's and Gemini CLI's hooks: Claude Code's three levels; Gemini's timeout is in milliseconds."""
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
@@ -456,17 +477,19 @@ def _put_client_hooks(settings: dict, argv: list[str], force: bool, path: Path, 
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise ConfigError(f"{path}: hooks.{event} must be a JSON array; fix it by hand, nothing was changed")
-        command = shlex.join(hook_command(argv, client, event, root))
+        command = shlex.join(hook_command(argv, client, event, root, url))
         handler: dict[str, Any] = {"type": "command", "command": command}
         if client == "gemini":
             handler |= {"name": f"abilities-mcp {event}", "timeout": HOOK_TIMEOUT_SECONDS * 1000}
         else:
             handler["timeout"] = HOOK_TIMEOUT_SECONDS
         outcomes[event] = _put_handler(groups, handler, event, matcher, force, client)
-    return _hook_notes(outcomes, path, root)
+    return _hook_notes(outcomes, path, root, url)
 
 
-def _put_cursor_hooks(data: dict, argv: list[str], force: bool, path: Path, root: Path) -> list[str]:
+def _put_cursor_hooks(
+    data: dict, argv: list[str], force: bool, path: Path, root: Path, url: str | None = None
+) -> list[str]:
     """Cursor's hooks.json: {"version": 1, "hooks": {EVENT: [{"command", "matcher"?}]}}, a flat list per event."""
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
@@ -476,7 +499,7 @@ def _put_cursor_hooks(data: dict, argv: list[str], force: bool, path: Path, root
         handlers = hooks.setdefault(event, [])
         if not isinstance(handlers, list):
             raise ConfigError(f"{path}: hooks.{event} must be a JSON array; fix it by hand, nothing was changed")
-        command = shlex.join(hook_command(argv, "cursor", event, root))
+        command = shlex.join(hook_command(argv, "cursor", event, root, url))
         handler = {"command": command, **({"matcher": matcher} if matcher else {})}
         mine = [i for i, h in enumerate(handlers) if is_our_hook(h, event, "cursor")]
         if not mine:
@@ -485,7 +508,7 @@ def _put_cursor_hooks(data: dict, argv: list[str], force: bool, path: Path, root
         outcomes[event] = _outcome(handlers[mine[0]], handler, force)
         if outcomes[event] != KEPT:
             handlers[mine[0]] = handler
-    return _hook_notes(outcomes, path, root)
+    return _hook_notes(outcomes, path, root, url)
 
 
 # What became of our hook already in a file: replaced by the new one (or the same), kept (it differs, and no
@@ -522,9 +545,14 @@ def _unpinned(handler: dict) -> dict:
     return {**rest, "exec": "args" in handler, "words": split_root(hook_words(handler))[0]}
 
 
-def _hook_notes(outcomes: dict[str, str], path: Path, root: Path) -> list[str]:
+def _hook_notes(outcomes: dict[str, str], path: Path, root: Path, url: str | None = None) -> list[str]:
     notes = [_kept(event, path, "hook")[0] for event, outcome in outcomes.items() if outcome == KEPT]
-    if repinned := [event for event, outcome in outcomes.items() if outcome == REPINNED]:
+    repinned = [event for event, outcome in outcomes.items() if outcome == REPINNED]
+    if repinned and url is not None:
+        notes.append(
+            f"updated the abilities-mcp hooks for {', '.join(repinned)} in {path} to ask the team server {url}"
+        )
+    elif repinned:
         notes.append(
             f"updated the abilities-mcp hooks for {', '.join(repinned)} in {path} to pin the project with "
             f"{ROOT_OPTION} {os.path.abspath(root)} (without it, the hook takes the project from the client's working "
@@ -547,12 +575,26 @@ def hook_words(handler: dict) -> list[str]:
 
 
 def split_root(words: list[str]) -> tuple[list[str], str | None]:
-    """An argv without its trailing `--root ROOT` (or `--root=ROOT`), and that root (None: it has none)."""
-    if len(words) >= 2 and words[-2] == ROOT_OPTION:
-        return words[:-2], words[-1]
-    if words and words[-1].startswith(f"{ROOT_OPTION}="):
-        return words[:-1], words[-1].removeprefix(f"{ROOT_OPTION}=")
-    return words, None
+    """An argv without its trailing `--root ROOT` and `--url URL` (or `--root=ROOT`, `--url=URL`), and that root
+    (None: it has none)."""
+    words, options = split_options(words)
+    return words, options.get(ROOT_OPTION)
+
+
+def split_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
+    """An argv without the hook's trailing options (`--root ROOT`, `--url URL`, either spelling, each once), and
+    them."""
+    options: dict[str, str] = {}
+    while words:
+        if len(words) >= 2 and words[-2] in HOOK_OPTIONS and words[-2] not in options:
+            options[words[-2]], words = words[-1], words[:-2]
+            continue
+        option, equals, value = words[-1].partition("=")
+        if equals and option in HOOK_OPTIONS and option not in options:
+            options[option], words = value, words[:-1]
+            continue
+        break
+    return words, options
 
 
 def is_our_hook(handler: Any, event: str, client: str = "claude") -> bool:

@@ -12,6 +12,8 @@ import { fileURLToPath } from "node:url"
 
 // The command that runs abilities-mcp, as an argv list (`init opencode --command ...` sets it).
 const COMMAND = __ABILITIES_MCP_COMMAND__
+// Options after the hook's own: `--url URL` in team mode (`init opencode --url ...`: the team server decides).
+const HOOK_OPTIONS = __ABILITIES_MCP_HOOK_OPTIONS__
 // A gate that has not answered by then is killed, and its call refused: the hook refuses a call itself once its own
 // budget (5 s) is spent, so only a hook that could not even start in time gets here.
 const TIMEOUT_MS = 10_000
@@ -30,7 +32,7 @@ function ask(event, payload, root) {
   return new Promise((resolve) => {
     let child
     try {
-      child = spawn(COMMAND[0], [...COMMAND.slice(1), "hook", "opencode", event, "--root", root], {
+      child = spawn(COMMAND[0], [...COMMAND.slice(1), "hook", "opencode", event, "--root", root, ...HOOK_OPTIONS], {
         cwd: root,
         stdio: ["pipe", "pipe", "pipe"],
       })

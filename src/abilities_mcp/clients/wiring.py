@@ -10,21 +10,24 @@ import shutil
 import sys
 import tomllib
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from .configs import (
     CLAUDE_HOOKS,
     CLIENT_HOOKS,
-    PLUGIN_TOKEN,
+    ROOT_OPTION,
+    URL_OPTION,
     desktop_config_path,
     hook_words,
     is_our_hook,
-    split_root,
+    plugin_text,
+    split_options,
 )
 from .jsonc import read_object
 from .moves import GATEWAY_CLIENTS
+from .remote import TOKEN_ENV
+from .remote_configs import VSCODE_INPUT
 from .servers import runs_abilities_mcp
 
 # The files whose presence says a project is set up for a client (Claude Desktop's config is the user's).
@@ -55,26 +58,31 @@ HOOK_FILES = {
 PLUGIN_FILE = ".opencode/plugins/abilities-mcp.js"
 # The plugin's line that names the command, as init fills it in.
 _PLUGIN_COMMAND = re.compile(r"^const COMMAND = (\[.*\])$", re.M)
+_PLUGIN_OPTIONS = re.compile(r"^const HOOK_OPTIONS = (\[.*\])$", re.M)
 
 
 class Server(NamedTuple):
-    """A server entry that starts abilities-mcp: its name, the file, the argv the client runs, and whether on."""
+    """A server entry that starts abilities-mcp: its name, the file, the argv the client runs, and whether on; or
+    (team mode) one that reaches a team server: its url, the argv empty."""
 
     name: str
     path: Path
     argv: list[str]
     enabled: bool
+    url: str = ""
 
 
 class Hooks(NamedTuple):
     """A client's hooks as init wires them: the file, the events that run abilities-mcp (event -> its argv, without
     `hook CLIENT EVENT` and its `--root`), the events init wires that have none, and the project each hook found is
-    pinned to (event -> its --root; None: an older init's hook, which takes the client's working directory)."""
+    pinned to (event -> its --root; None: an older init's hook, which takes the client's working directory), and
+    the team server each asks (event -> its --url; team mode, remote.py)."""
 
     path: Path
     found: dict[str, list[str]]
     missing: list[str]
     roots: dict[str, str | None]
+    urls: dict[str, str] = {}
 
 
 def set_up(root: Path, home: Path) -> list[str]:
@@ -91,6 +99,33 @@ def servers(client: str, root: Path, home: Path) -> list[Server]:
         if table is not None:
             return [s for name, entry in table.items() if (s := _server(client, name, entry, path)) and serves(s.argv)]
     return []
+
+
+def team_servers(client: str, root: Path, home: Path) -> list[Server]:
+    """The client's server entries that reach a team server as `init --url` writes them: a url, and the person's
+    token from $ABILITIES_TOKEN (no file holds the token itself)."""
+    for path, table in _server_tables(client, root, home):
+        if table is not None:
+            return [
+                Server(name, path, [], _enabled(entry), _url(entry))
+                for name, entry in table.items()
+                if isinstance(entry, dict) and _url(entry) and _sends_token(entry)
+            ]
+    return []
+
+
+def _sends_token(entry: dict[str, Any]) -> bool:
+    text = json.dumps(entry)
+    return TOKEN_ENV in text or f"${{input:{VSCODE_INPUT}}}" in text
+
+
+def _url(entry: dict[str, Any]) -> str:
+    url = entry.get("url") or entry.get("httpUrl")
+    return url if isinstance(url, str) else ""
+
+
+def _enabled(entry: dict[str, Any]) -> bool:
+    return entry.get("enabled") is not False and entry.get("disabled") is not True
 
 
 def unreadable(client: str, root: Path, home: Path) -> Path | None:
@@ -115,14 +150,17 @@ def hooks(client: str, root: Path) -> Hooks | None:
     table = (read_object(path) or {}).get("hooks")
     table = table if isinstance(table, dict) else {}
     wanted = CLAUDE_HOOKS if client == "claude" else CLIENT_HOOKS[client]
-    found, roots = {}, {}
+    found, roots, urls = {}, {}, {}
     for event in wanted:
         for handler in _handlers(table.get(event), client):
             if is_our_hook(handler, event, client):
-                words, roots[event] = split_root(hook_words(handler))
+                words, options = split_options(hook_words(handler))
+                roots[event] = options.get(ROOT_OPTION)
+                if URL_OPTION in options:
+                    urls[event] = options[URL_OPTION]
                 found[event] = words[:-3]  # the argv that starts abilities-mcp, before `hook CLIENT EVENT`
                 break
-    return Hooks(path, found, [e for e in wanted if e not in found], roots)
+    return Hooks(path, found, [e for e in wanted if e not in found], roots, urls)
 
 
 def plugin(root: Path) -> tuple[list[str] | None, bool]:
@@ -139,8 +177,18 @@ def plugin(root: Path) -> tuple[list[str] | None, bool]:
         argv = None
     if not (isinstance(argv, list) and argv and all(isinstance(w, str) for w in argv)):
         return None, False
-    template = resources.files("abilities_mcp.clients").joinpath("opencode_plugin.js").read_text(encoding="utf-8")
-    return argv, text == template.replace(PLUGIN_TOKEN, json.dumps(argv))
+    options = _plugin_options(text)
+    return argv, options is not None and text == plugin_text(argv, options)
+
+
+def _plugin_options(text: str) -> list[str] | None:
+    """The hook options the plugin passes (`--url URL` in team mode); None when its line is missing or garbled."""
+    match = _PLUGIN_OPTIONS.search(text)
+    try:
+        options = json.loads(match.group(1)) if match else None
+    except json.JSONDecodeError:
+        return None
+    return options if isinstance(options, list) and all(isinstance(w, str) for w in options) else None
 
 
 def runnable(argv: list[str], which: Callable[[str], str | None] = shutil.which) -> str | None:
