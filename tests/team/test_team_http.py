@@ -4,10 +4,12 @@ starter recorded, in both protocol eras."""
 from __future__ import annotations
 
 import json
+from contextlib import closing
 
 import httpx2
 import pytest
 
+from abilities_mcp.state.store import Store
 from support import stored_run, trust_project
 from team_support import DEPLOY, ISSUER, Tokens, team_client, team_server
 
@@ -47,6 +49,9 @@ async def test_a_run_records_who_started_it_and_each_caller_sees_only_their_own_
             assert theirs.is_error  # bob's session has no run: alice's is not his default
     record = stored_run(project.root, run["run_id"])
     assert record.started_by == f"{ISSUER}#alice"
+    with closing(Store.open(project)) as store:  # every change the run went through is recorded as alice's
+        actors = {event["actor"] for event in store.events(run["run_id"])}
+    assert actors == {f"{ISSUER}#alice"}
     assert record.session_id.endswith(":" + record.session_id.split(":", 1)[1])
 
 

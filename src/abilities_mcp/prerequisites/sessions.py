@@ -14,6 +14,7 @@ import time
 from typing import NamedTuple
 
 from ..state.database import Database
+from ..state.identities import ACTING
 from .gates import NOBODY, OBSERVED, REPORTED, Done, Observer, RecordPlan, name_of, plan_record
 from .names import Name
 from .workflows import WorkflowSet
@@ -98,7 +99,7 @@ class SessionState:
             # done() renews an expired session
             plan = plan_record(workflows, name, self.done(session_id), only, observer, how)
             rows = [
-                (session_id, w.name, p.step, name.server or "", p.tool, how, summary, time.time())
+                (session_id, w.name, p.step, name.server or "", p.tool, how, summary, time.time(), ACTING.get())
                 for w, p in plan.record
             ]
             db.executemany(_UPSERT if how == OBSERVED else _INSERT, rows)
@@ -126,13 +127,13 @@ class SessionState:
 
 
 _INSERT = (
-    "INSERT OR IGNORE INTO prereq_records (session_id, workflow, step, server, tool, how, result, at) "
-    "VALUES (?,?,?,?,?,?,?,?)"
+    "INSERT OR IGNORE INTO prereq_records (session_id, workflow, step, server, tool, how, result, at, actor) "
+    "VALUES (?,?,?,?,?,?,?,?,?)"
 )
 # A call seen to run replaces a report of the same step on the same server (kept, the report would hide it where
 # only what was seen counts); a record seen already is kept with its first result.
 _UPSERT = (
     _INSERT.replace("INSERT OR IGNORE", "INSERT")
     + " ON CONFLICT (session_id, workflow, step, server) DO UPDATE SET how=excluded.how, tool=excluded.tool, "
-    f"result=excluded.result, at=excluded.at WHERE prereq_records.how = '{REPORTED}'"
+    f"result=excluded.result, at=excluded.at, actor=excluded.actor WHERE prereq_records.how = '{REPORTED}'"
 )

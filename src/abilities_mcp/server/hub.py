@@ -16,7 +16,7 @@ from typing import Any
 from mcp.server.auth.middleware.auth_context import get_access_token
 
 from ..engine.core import Engine
-from ..state.identities import Identity
+from ..state.identities import ACTING, Identity
 from ..state.store import Store
 from .session import Session
 from .tokens import identity_of
@@ -52,6 +52,7 @@ class Hub:
     def session_for(self, request: Any) -> Session:
         """The Session of a request context: the caller's, for this MCP session."""
         identity = self.identity()
+        ACTING.set(identity.key)  # what this request writes is recorded as this caller's (state/identities.py)
         headers = getattr(getattr(request, "request", None), "headers", None) or {}
         key = (identity.key, str(headers.get(SESSION_HEADER) or ""))
         session = self._sessions.get(key)

@@ -26,14 +26,14 @@ CREATE TABLE IF NOT EXISTS steps (
 );
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-    step_id TEXT, event TEXT NOT NULL, detail TEXT, at REAL NOT NULL
+    step_id TEXT, event TEXT NOT NULL, detail TEXT, at REAL NOT NULL, actor TEXT
 );
 CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, id);
 CREATE TABLE IF NOT EXISTS prereq_sessions (session_id TEXT PRIMARY KEY, started_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS prereq_records (
     session_id TEXT NOT NULL REFERENCES prereq_sessions(session_id) ON DELETE CASCADE, workflow TEXT NOT NULL,
     step INTEGER NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, how TEXT NOT NULL, result TEXT,
-    at REAL NOT NULL,
+    at REAL NOT NULL, actor TEXT,
     PRIMARY KEY (session_id, workflow, step, server)
 );
 CREATE TABLE IF NOT EXISTS observed_sessions (session_id TEXT PRIMARY KEY, client TEXT NOT NULL, at REAL NOT NULL);
@@ -58,8 +58,9 @@ CREATE INDEX IF NOT EXISTS call_approvals_by_call ON call_approvals(session_id, 
 # Bumped with every schema change; older files are migrated forward when opened (6: skill_events, a new table;
 # 7: prereq_records, a prerequisite's record per server with how it is known, replacing prereq_done, and
 # observed_sessions, the sessions whose client runs the hooks; 8: call_approvals, a person's yes to one tool call;
-# 9: runs.started_by, the identity that started a run on a team server).
-SCHEMA_VERSION = 9
+# 9: runs.started_by, the identity that started a run on a team server; 10: events.actor and prereq_records.actor,
+# the identity each change and record was made for).
+SCHEMA_VERSION = 10
 # Tables an older schema had and this one dropped, with the version that dropped them: their rows are not carried
 # over (prereq_done's records expire 24 hours after their session started anyway; a session starts them again).
 DROPPED_TABLES = [(7, "prereq_done")]
@@ -74,6 +75,8 @@ ADDED_COLUMNS = [
     ("runs", "question_id", "TEXT"),
     ("runs", "answer", "TEXT"),
     ("runs", "started_by", "TEXT"),
+    ("events", "actor", "TEXT"),
+    ("prereq_records", "actor", "TEXT"),
 ]
 
 

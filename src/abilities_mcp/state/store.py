@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .database import Database
+from .identities import ACTING
 from .owners import owner_alive, process_start
 
 __all__ = ["Store", "RunRecord", "StepRecord", "owner_alive", "process_start"]
@@ -191,8 +192,8 @@ class Store(Database):
 
     def _event(self, run_id: str, step_id: str | None, event: str, detail: str | None) -> None:
         self.db.execute(
-            "INSERT INTO events (run_id, step_id, event, detail, at) VALUES (?,?,?,?,?)",
-            (run_id, step_id, event, detail, time.time()),
+            "INSERT INTO events (run_id, step_id, event, detail, at, actor) VALUES (?,?,?,?,?,?)",
+            (run_id, step_id, event, detail, time.time(), ACTING.get()),
         )
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -202,7 +203,9 @@ class Store(Database):
             return self._with_steps(row) if row else None
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
-        rows = self.db.execute("SELECT step_id, event, detail, at FROM events WHERE run_id=? ORDER BY id", (run_id,))
+        rows = self.db.execute(
+            "SELECT step_id, event, detail, at, actor FROM events WHERE run_id=? ORDER BY id", (run_id,)
+        )
         return [dict(r) for r in rows]
 
     def runs(self, *, limit: int = 20, session_id: str | None = None, live_only: bool = False) -> list[RunRecord]:
