@@ -20,6 +20,7 @@ BENCHMARKS = (
     "hook_latency.py",
     "gateway_roundtrip.py",
     "tool_routing.py",
+    "team_load.py",
 )
 # Result lines say "NAME: ratio …"; a benchmark without one (routing quality) is summed up by its last line.
 RESULT_MARK = ": ratio "
