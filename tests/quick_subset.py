@@ -28,6 +28,11 @@ SLOW_MODULES = {
     "clients/test_edited_rules.py",
     "clients/test_call_approvals.py",
     "clients/test_claude_code_team.py",
+    "clients/test_claude_code_four_eyes.py",
+    # Team mode: the real OpenID provider (Node) and whole team server processes, the page in Chromium.
+    "team/test_team_browser.py",
+    "team/test_team_inspector.py",
+    "team/test_four_eyes.py",
     # The MCP Inspector (npx) and real upstream servers (PyPI, npm), the gateway's upstream processes.
     "server/test_inspector.py",
     "gateway/test_everything_upstream.py",
