@@ -70,6 +70,8 @@ SLOW_MODULES = {
     "state/test_project.py",
     # The stdio server on a PostgreSQL state (a throwaway cluster, tests/postgres_support.py) and the CLI reading it.
     "state/test_postgres_server.py",
+    # Team server replicas as processes on one PostgreSQL, killed and cut from it mid-run (tests/replica_support.py).
+    "team/test_replicas.py",
     # The hook as Claude Code runs it, a process per call (tests/clients/test_hook_clients.py keeps the hook command
     # in the quick subset), and the gateway's refresh and templates against real upstream processes.
     "clients/test_hook.py",

@@ -140,8 +140,10 @@ class PersonSteps:
     async def _ask(self, live: LiveRun, question: Question, limit: str | float | None) -> Answer:
         """Pause the run until a person answers; the answer is stored before the run acts on it."""
         async with live.asking:  # parallel steps ask one at a time
+            question, carried = _carried(live, question)
             event = _AWAIT_EVENT[question.kind]
-            self._pose(live, question, event, f"step {question.step_id} waits for a person ({question.kind})")
+            message = f"step {question.step_id} waits for a person ({question.kind})"
+            self._pose(live, question, event, message, keep_answer=carried)
             try:
                 answer = await self._wait_for_answer(live, question, limit)
             except BaseException:
@@ -150,10 +152,16 @@ class PersonSteps:
             self._pose(live, None, RunEvent.PROCEED, f"step {question.step_id} {answer.summary()}")
             return answer
 
-    def _pose(self, live: LiveRun, question: Question | None, event: RunEvent, message: str) -> None:
-        """Store the question (or clear it) in the same write as the run's change of state."""
+    def _pose(
+        self, live: LiveRun, question: Question | None, event: RunEvent, message: str, keep_answer: bool = False
+    ) -> None:
+        """Store the question (or clear it) in the same write as the run's change of state; `keep_answer`: a
+        question carried over from a replica that died, whose answer may have come meanwhile."""
         live.question, live.question_answered = question, anyio.Event()
-        self._run_event(live, event, message, **question_fields(question))
+        fields = question_fields(question)
+        if keep_answer:
+            del fields["answer"]
+        self._run_event(live, event, message, **fields)
 
     async def _wait_for_answer(self, live: LiveRun, question: Question, limit: str | float | None) -> Answer:
         with anyio.move_on_after(seconds(limit)):
@@ -257,6 +265,15 @@ class PersonSteps:
         """The question a run this process drives is waiting on."""
         live = self.live.get(run_id)
         return live.question if live is not None else None
+
+
+def _carried(live: LiveRun, question: Question) -> tuple[Question, bool]:
+    """The question to ask: the one a run taken over from a dead replica waited on, when it is this one again
+    (its id kept, so an answer given to it anywhere counts), else the new one."""
+    carried, live.carried = live.carried, None
+    if carried is not None and (carried.kind, carried.step_id) == (question.kind, question.step_id):
+        return carried, True
+    return question, False
 
 
 def question_fields(question: Question | None) -> dict:

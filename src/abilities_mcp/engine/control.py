@@ -10,9 +10,10 @@ import anyio
 
 from ..abilities.models import Ability
 from ..errors import NextCall, Refused
-from ..state.store import RunRecord, owner_alive
+from ..state.store import RunRecord
 from .live import LiveRun
 from .machine import LIVE_RUN_STATES, RunEvent, RunState, StepEvent, StepState, apply_run
+from .questions import Question
 
 # How long cancel waits for a run's processes to be killed before it answers.
 CANCEL_WAIT_SECONDS = 10.0
@@ -29,8 +30,11 @@ class RunControl:
         *,
         first_change: bool = False,
     ) -> None:
-        """Wait until the run ends or waits for someone (or, with first_change, changes at all), at most `seconds`."""
+        """Wait until the run ends or waits for someone (or, with first_change, changes at all), at most `seconds`;
+        a run another replica drives is read from the state (engine/replicas.py)."""
         live = self.live.get(run_id)
+        if live is None and seconds > 0 and self._owned_elsewhere(run_id) is not None:
+            await self._wait_in_store(run_id, seconds, first_change=first_change)
         if live is None or seconds <= 0:
             return
         with anyio.move_on_after(seconds):
@@ -52,6 +56,9 @@ class RunControl:
             return
         if record.status == RunState.INTERRUPTED:
             self._cancel_stopped(record)
+            return
+        if self._owned_elsewhere(run_id) is not None:  # another replica drives it: asked through the state
+            await self._cancel_elsewhere(record, CANCEL_WAIT_SECONDS)
             return
         self._refuse_if_owned_elsewhere(record, "cancel")
         raise Refused(f"run {run_id!r} already ended", record.status, [NextCall("ability_status", {"run_id": run_id})])
@@ -95,8 +102,13 @@ class RunControl:
         self._refuse_second_strict_run(session_id)
         self._launch(self._revive(record, session_id), resumed=True)
 
-    def _revive(self, record: RunRecord, session_id: str, parent: LiveRun | None = None) -> LiveRun:
-        """Adopt a stopped run into this process and session: finished steps stay, the rest go back to pending."""
+    def _revive(
+        self, record: RunRecord, session_id: str, parent: LiveRun | None = None, note: str | None = None
+    ) -> LiveRun:
+        """Adopt a stopped run into this process and session: finished steps stay, the rest go back to pending. A
+        run another replica takes over (engine/replicas.py) keeps the question it waits on, and any answer to it."""
+        carried = record.run_id in self._carry
+        self._carry.discard(record.run_id)
         ability = Ability.model_validate(record.definition)
         outputs: dict[str, dict[str, Any]] = {}
         for step in record.steps:
@@ -108,18 +120,16 @@ class RunControl:
                 }
             elif step.status != StepState.PENDING:
                 self._store_step(record.run_id, step, StepEvent.RESET, error=None)
+        question = {} if carried else dict(question=None, question_id=None, answer=None)
         self.store.update_run(
             record.run_id,
             "adopted",
-            f"resumed by session {session_id}",
+            note or f"resumed by session {session_id}",
             session_id=session_id,
-            owner_pid=self.owner[0],
-            owner_start=self.owner[1],
+            **self.store.owner_fields(self.owner),
             error=None,
             finished_at=None,
-            question=None,
-            question_id=None,
-            answer=None,
+            **question,
         )
         live = LiveRun(
             record.run_id,
@@ -131,11 +141,14 @@ class RunControl:
             started_by=record.started_by,  # resuming is not starting: the run stays its first caller's
             status=record.status,
             resumed=True,
+            carried=Question.from_json(record.question) if carried and record.question else None,
         )
         return self._register(live, parent)
 
     def _refuse_if_owned_elsewhere(self, record: RunRecord, verb: str) -> None:
-        elsewhere = record.owner_pid != self.owner[0] and owner_alive(record.owner_pid, record.owner_start)
+        owner = self._owner if self.store.replicated else self.owner  # a replica's lock only once it drives runs
+        mine = owner is not None and (record.owner_pid, record.owner_replica) == (owner.pid, owner.replica)
+        elsewhere = not mine and self.store.owner_alive(record.owner)
         if record.status in LIVE_RUN_STATES and elsewhere:
             raise Refused(
                 f"run {record.run_id!r} is live in another server process (pid {record.owner_pid}); {verb} it there",

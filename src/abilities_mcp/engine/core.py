@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -17,8 +16,9 @@ from ..abilities.checks import execution_order
 from ..abilities.inputs import resolve_inputs
 from ..abilities.models import DEFAULT_MAX_RETRIES, Ability, ScriptStep, Step
 from ..errors import DefinitionError, NextCall, Refused
+from ..state.owners import Owner
 from ..state.spool import Spool, remove_spools, spool_path
-from ..state.store import RunRecord, StepRecord, Store, process_start
+from ..state.store import RunRecord, StepRecord, Store
 from .asking import PersonSteps, hook_label, question_fields
 from .control import RunControl
 from .flow import skip_reason
@@ -36,6 +36,7 @@ from .nesting import ChildRuns
 from .process import KILL_GRACE_SECONDS, MARKER_VAR, SpawnError, run_script
 from .reaper import Reaper
 from .recovery import recover_orphans
+from .replicas import HANDED_OVER, Replicas
 from .scripts import check_result, needles, prepare_script, step_timeout
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ RETRY_MAX_SECONDS = 30.0
 MAX_PARALLEL_STEPS = 8
 
 
-class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
+class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
     """Starts, drives, cancels and resumes runs over a Store."""
 
     def __init__(self, store: Store, catalog: Catalog, *, retry_base: float = RETRY_BASE_SECONDS, team: bool = False):
@@ -54,32 +55,45 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
         own terminal; never through a client's form or the agent, which hold nothing but the caller's token."""
         self.store, self.catalog, self.retry_base, self.team = store, catalog, retry_base, team
         self.live: dict[str, LiveRun] = {}
-        self.owner = (os.getpid(), process_start(os.getpid()))
+        self._owner: Owner | None = None  # taken by the first run (on PostgreSQL, a replica's lock: Database.owner)
+        self._carry: set[str] = set()  # runs being taken over from a dead replica: their questions are kept
+        self._watching: anyio.CancelScope | None = None  # the replica's watch (engine/replicas.py)
         self._tg: anyio.abc.TaskGroup | None = None
         self.reaper = Reaper(KILL_GRACE_SECONDS)
         self._hook_scopes: set[anyio.CancelScope] = set()
         self._stopping = False
 
+    @property
+    def owner(self) -> Owner:
+        """This process as the owner of the runs it drives (state/owners.py), taken on first use."""
+        if self._owner is None:
+            self._owner = self.store.owner()
+        return self._owner
+
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Engine]:
-        """Own the run tasks; on exit every live run is stopped, its processes killed, and it is `interrupted`."""
+        """Own the run tasks; on exit every live run is stopped, its processes killed, and it is `interrupted` (on a
+        state replicas share, handed over: another replica takes it over, engine/replicas.py)."""
+        self.owner  # noqa: B018 -- on PostgreSQL the replica's lock, before anything is driven under it
         self.recover()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
+                if self.store.replicated:
+                    tg.start_soon(self._watch)
                 try:
                     yield self
                 finally:
                     self._stopping = True
-                    for live in list(self.live.values()):
-                        live.stop("shutdown")
+                    self._stop_all()
                     for scope in self._hook_scopes:
                         scope.cancel()
         finally:
             self.reaper.close()
 
     def recover(self) -> list[str]:
-        """Mark runs left live by a dead process `interrupted`, killing their leftover step processes."""
+        """Mark runs left live by a dead process `interrupted`, killing their leftover step processes (on a state
+        replicas share, the watch takes them over instead: engine/replicas.py)."""
         return recover_orphans(self.store)
 
     # --- starting -------------------------------------------------------------------------------------------
@@ -129,8 +143,10 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
             inputs=values,
             parent_run=parent.run_id if parent else None,
             error=None,
-            owner_pid=self.owner[0],
-            owner_start=self.owner[1],
+            owner_pid=self.owner.pid,
+            owner_start=self.owner.start,
+            owner_replica=self.owner.replica,
+            owner_host=self.owner.host,
             started_at=now,
             finished_at=None,
             updated_at=now,
@@ -236,6 +252,8 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl):
     async def _finish_safely(self, live: LiveRun, error: str | None) -> bool:
         """Record the run's end; returns whether it ended (not interrupted). Never lets a failure escape."""
         try:
+            if live.reason in HANDED_OVER:  # another replica takes it over: this one writes nothing more of it
+                return False
             return self._finish(live, error)
         except Exception:
             log.exception("could not record the end of run %s", live.run_id)

@@ -51,6 +51,10 @@ class LiveRun:
     # A run resumed after its server stopped: whoever resumed it (maybe a client of the agent's own, killing the
     # server on purpose) is no proof of a person, so its questions are answered at a terminal, not in a form.
     resumed: bool = False
+    # Taken over from a replica that died (engine/replicas.py): when, and the question it waited on, asked again
+    # under the same id so that an answer given anywhere, before the move or after, counts.
+    adopted_at: float | None = None
+    carried: Question | None = None
     # A workflow step's child runs are driven inside the parent's task; stopping the parent stops them.
     parent: LiveRun | None = None
     children: list[LiveRun] = field(default_factory=list)

@@ -9,7 +9,10 @@ from .process import kill_leftovers
 
 
 def recover_orphans(store: Store) -> list[str]:
-    """Mark every run whose owner process is gone `interrupted`; returns their ids."""
+    """Mark every run whose owner process is gone `interrupted`; returns their ids. On a state replicas share,
+    nothing: a live replica takes such runs over and drives them on (engine/replicas.py)."""
+    if store.replicated:
+        return []
     recovered = []
     for run in store.orphaned_runs():
         error = (

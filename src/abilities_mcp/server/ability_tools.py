@@ -130,10 +130,8 @@ def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         session = session_of(ctx)
         if answer_from_retry(session.engine, ctx) is not None:  # the hand-back was taken in the first round
             return await session.settle(ctx, run_id, wait_seconds)
-        live = session.engine.live.get(run_id)
-        handed_out = (live.attempt, live.last_attempt) if live is not None else (0, 0)
-        try:
-            problem = session.engine.complete(run_id, step_id, output, success)
+        try:  # taken here, or by the replica that drives the run (engine/replicas.py)
+            problem, handed_out = await session.engine.hand_back(run_id, step_id, output, success)
         except Refused as refusal:
             return session.refused_or_warned(run_id, refusal)
         except AbilitiesError as exc:

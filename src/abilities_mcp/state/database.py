@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .owners import Owner, owner_alive, this_owner
 from .schema import _SCHEMA, ADDED_COLUMNS, DROPPED_TABLES, SCHEMA_VERSION, StateFileError
 
 D = TypeVar("D", bound="Database")
@@ -70,6 +71,7 @@ class Database:
         self.accept_newer = accept_newer
         self.busy_ms = busy_ms
         self._folder = folder
+        self._ownership: Any = None  # on PostgreSQL, this replica's lock once `owner` took it (replicas.py)
         self.postgres = isinstance(location, str)
         if self.postgres:
             self.path, self.location = None, check_location(location)
@@ -205,7 +207,61 @@ class Database:
             return None
         return self.db.execute("PRAGMA data_version").fetchone()[0]
 
+    # --- who owns the runs (owners.py; replicas.py on PostgreSQL) ------------------------------------------
+
+    @property
+    def replicated(self) -> bool:
+        """Whether several server processes, maybe on several hosts, share this state as replicas (PostgreSQL): a
+        dead replica's runs go on in another, and a call may reach a replica other than its run's owner."""
+        return self.postgres
+
+    def owner(self) -> Owner:
+        """This process as the owner of the runs it drives: on PostgreSQL its replica's advisory lock, taken on the
+        first call and held until `close` (replicas.py); on SQLite the process itself."""
+        if not self.postgres:
+            return this_owner()
+        if self._ownership is None:
+            from .replicas import Ownership
+
+            self._ownership = Ownership(self.location, self.db.database, self.db.schema)
+            self.db.fence = self._ownership.fence
+        return self._ownership.owner
+
+    def owner_held(self) -> bool:
+        """Whether this process still owns what it drives: on PostgreSQL, whether its lock's connection answers
+        (it may block for the keepalive's bound when the network is gone: ask from a thread); else True."""
+        return self._ownership is None or self._ownership.held()
+
+    def renew_owner(self) -> Owner:
+        """After a lost lock, once everything driven under it stopped: a new replica id and lock."""
+        if self._ownership is not None:
+            self._ownership.close()
+            self._ownership = None
+            self.db.fence = None
+        return self.owner()
+
+    def owners_alive(self, owners: list[Owner]) -> list[bool]:
+        """Whether each owner still lives: its replica's lock held (one read of pg_locks for all), or for a row
+        no replica owns, its process on this machine."""
+        alive: set[int] | None = None
+        found = []
+        for owner in owners:
+            if self.postgres and owner.replica is not None:
+                if alive is None:
+                    from .replicas import alive_replicas, lock_space
+
+                    alive = alive_replicas(self.db, lock_space(self.db.database, self.db.schema))
+                found.append(owner.replica in alive)
+            else:
+                found.append(owner_alive(owner.pid, owner.start))
+        return found
+
+    def owner_alive(self, owner: Owner) -> bool:
+        return self.owners_alive([owner])[0]
+
     def close(self) -> None:
+        if self._ownership is not None:
+            self._ownership.close()
         self.db.close()
 
     @contextmanager

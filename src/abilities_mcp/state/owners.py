@@ -1,8 +1,40 @@
-"""Which process owns a live run, and whether it still lives (a dead owner's runs are interrupted)."""
+"""Which process owns a live run, and whether it still lives (a dead owner's runs are interrupted, or on PostgreSQL
+taken over by another replica: replicas.py).
+
+An owner is the process (pid and start time, on the host it runs on) and, on PostgreSQL, the replica: the key of
+the advisory lock the process holds for its life (replicas.py), what says whether it lives wherever it runs."""
 
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
+
+
+class Owner(NamedTuple):
+    """Who drives a run, as its row records it (runs.owner_pid, owner_start, owner_replica, owner_host)."""
+
+    pid: int | None
+    start: int | None
+    replica: int | None = None  # the replica's lock key on PostgreSQL; None on SQLite
+    host: str | None = None  # where `pid` means something (this_host); None on SQLite, one machine
+
+
+def this_owner() -> Owner:
+    """This process as a run's owner on the SQLite file (one machine: the pid says it all)."""
+    pid = os.getpid()
+    return Owner(pid, process_start(pid))
+
+
+def this_host() -> str:
+    """This machine and pid namespace, as boot id and namespace inode: two processes with the same one see each
+    other's pids (and can kill each other's leftover steps); containers on one machine have different ones."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            boot = fh.read().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return f"{os.uname().nodename}:?"
+    return f"{boot}:{namespace}"
 
 
 def process_start(pid: int) -> int | None:

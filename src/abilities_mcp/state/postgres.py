@@ -130,7 +130,11 @@ class Connection:
         self.url, self.busy_ms = url, busy_ms
         self._conn = self._connect()
         self.schema = self._schema()
-        self.lock_key = _lock_key(self._conn.info.dbname, self.schema)
+        self.database = self._conn.info.dbname
+        self.lock_key = _lock_key(self.database, self.schema)
+        # A replica's write transactions check its ownership lock is still held (replicas.py `Fence`); None: a
+        # process that drives no runs (the CLI, the hook).
+        self.fence: Any = None
 
     def _connect(self) -> psycopg.Connection[Any]:
         try:
@@ -204,10 +208,14 @@ class Connection:
                 self.execute(statement)
 
     def begin_write(self) -> None:
-        """BEGIN, then the schema's write lock: other writers of this schema wait for the commit."""
+        """BEGIN, then the schema's write lock: other writers of this schema wait for the commit; then, for a
+        replica, the check that it still owns what it drives (after the lock: a replica that takes its runs over
+        writes after this transaction, replicas.py)."""
         self._run("BEGIN", None)
         try:
             self._run(f"SELECT pg_advisory_xact_lock({self.lock_key})", None)
+            if self.fence is not None:
+                self.fence.check(self._conn)
         except BaseException:
             self._run("ROLLBACK", None)
             raise

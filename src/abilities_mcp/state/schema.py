@@ -12,7 +12,7 @@ CREATE TABLE IF NOT EXISTS runs (
     enforcement TEXT NOT NULL, definition TEXT NOT NULL, source_path TEXT, inputs TEXT NOT NULL,
     parent_run TEXT, error TEXT, owner_pid INTEGER, owner_start INTEGER,
     started_at REAL NOT NULL, finished_at REAL, updated_at REAL NOT NULL,
-    question TEXT, question_id TEXT, answer TEXT, started_by TEXT
+    question TEXT, question_id TEXT, answer TEXT, started_by TEXT, owner_replica INTEGER, owner_host TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_session ON runs(session_id, started_at);
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
@@ -54,13 +54,20 @@ CREATE TABLE IF NOT EXISTS call_approvals (
     answered_at REAL, answered_by TEXT, channel TEXT, origin TEXT, note TEXT, used_at REAL
 );
 CREATE INDEX IF NOT EXISTS call_approvals_by_call ON call_approvals(session_id, tool, digest);
+CREATE TABLE IF NOT EXISTS run_requests (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    kind TEXT NOT NULL, step_id TEXT, body TEXT, at REAL NOT NULL, taken_at REAL, outcome TEXT
+);
+CREATE INDEX IF NOT EXISTS run_requests_open ON run_requests(taken_at, run_id);
 """
 # Bumped with every schema change; older files are migrated forward when opened (6: skill_events, a new table;
 # 7: prereq_records, a prerequisite's record per server with how it is known, replacing prereq_done, and
 # observed_sessions, the sessions whose client runs the hooks; 8: call_approvals, a person's yes to one tool call;
 # 9: runs.started_by, the identity that started a run on a team server; 10: events.actor and prereq_records.actor,
-# the identity each change and record was made for).
-SCHEMA_VERSION = 10
+# the identity each change and record was made for; 11: runs.owner_replica and owner_host, the replica owning a run on
+# PostgreSQL and where its process ids mean something, and run_requests, what a call that reached a replica other
+# than the run's owner asks of that owner).
+SCHEMA_VERSION = 11
 # Tables an older schema had and this one dropped, with the version that dropped them: their rows are not carried
 # over (prereq_done's records expire 24 hours after their session started anyway; a session starts them again).
 DROPPED_TABLES = [(7, "prereq_done")]
@@ -77,6 +84,8 @@ ADDED_COLUMNS = [
     ("runs", "started_by", "TEXT"),
     ("events", "actor", "TEXT"),
     ("prereq_records", "actor", "TEXT"),
+    ("runs", "owner_replica", "INTEGER"),
+    ("runs", "owner_host", "TEXT"),
 ]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from .database import Database
 from .identities import ACTING
-from .owners import owner_alive, process_start
+from .owners import Owner, owner_alive, process_start
 
 __all__ = ["Store", "RunRecord", "StepRecord", "owner_alive", "process_start"]
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ ANSWER_TRAIL_ENV = "ABILITIES_ANSWER_TRAIL_DAYS"
 
 RUN_COLUMNS = (
     "run_id, ability, session_id, status, enforcement, definition, source_path, inputs, parent_run, error, "
-    "owner_pid, owner_start, started_at, finished_at, updated_at, started_by"
+    "owner_pid, owner_start, started_at, finished_at, updated_at, started_by, owner_replica, owner_host"
 ).split(", ")
 LIVE = ("pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision")
 
@@ -91,6 +91,13 @@ class RunRecord:
     trust_note: str | None = None
     # Who started it on a team server (an identity's key, state/identities.py); None for a local run.
     started_by: str | None = None
+    # On PostgreSQL, the replica driving it and where its pid means something (owners.py, replicas.py).
+    owner_replica: int | None = None
+    owner_host: str | None = None
+
+    @property
+    def owner(self) -> Owner:
+        return Owner(self.owner_pid, self.owner_start, self.owner_replica, self.owner_host)
 
     def step(self, step_id: str) -> StepRecord:
         return next(s for s in self.steps if s.step_id == step_id)
@@ -121,6 +128,8 @@ class Store(Database):
                     run.finished_at,
                     run.updated_at,
                     run.started_by,
+                    run.owner_replica,
+                    run.owner_host,
                 ),
             )
             db.executemany(
@@ -202,6 +211,12 @@ class Store(Database):
             row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
             return self._with_steps(row) if row else None
 
+    def run_state(self, run_id: str) -> tuple[str, float, bool] | None:
+        """A run's status, when it last changed and whether its question has an answer: one light read, for
+        waiting on a run another process drives."""
+        row = self.db.execute("SELECT status, updated_at, answer FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        return None if row is None else (row["status"], row["updated_at"], row["answer"] is not None)
+
     def events(self, run_id: str) -> list[dict[str, Any]]:
         rows = self.db.execute(
             "SELECT step_id, event, detail, at, actor FROM events WHERE run_id=? ORDER BY id", (run_id,)
@@ -220,21 +235,46 @@ class Store(Database):
         return [self._with_steps(r) for r in rows]
 
     def orphaned_runs(self) -> list[RunRecord]:
-        """Live runs whose owning process is gone (a server that died)."""
-        rows = self.db.execute(f"SELECT * FROM runs WHERE status IN ({','.join('?' * len(LIVE))})", LIVE).fetchall()
-        return [self._with_steps(r) for r in rows if not owner_alive(r["owner_pid"], r["owner_start"])]
+        """Live runs whose owner is gone (a server that died; on PostgreSQL, a replica whose lock was released)."""
+        rows = self.db.execute(
+            "SELECT run_id, owner_pid, owner_start, owner_replica, owner_host FROM runs "
+            f"WHERE status IN ({','.join('?' * len(LIVE))})",
+            LIVE,
+        ).fetchall()
+        owners = [Owner(r["owner_pid"], r["owner_start"], r["owner_replica"], r["owner_host"]) for r in rows]
+        dead = [r["run_id"] for r, alive in zip(rows, self.owners_alive(owners), strict=True) if not alive]
+        found = [self.get_run(run_id) for run_id in dead]
+        return [run for run in found if run is not None and run.status in LIVE]
 
-    def claim_orphan(self, run: RunRecord, status: str, error: str) -> bool:
-        """Mark a dead owner's run, only if nobody changed it since it was read (two recoverers, one winner)."""
+    def claim_orphan(self, run: RunRecord, status: str, error: str, owner: Owner | None = None) -> bool:
+        """Mark a dead owner's run, only if nobody changed it since it was read (two recoverers, one winner);
+        `owner`: the replica taking it over, recorded as its owner in the same write."""
+        taken = {} if owner is None else self.owner_fields(owner)
+        sets = "".join(f", {k}=?" for k in taken)
         with self.transaction() as db:
             cur = db.execute(
-                "UPDATE runs SET status=?, error=?, updated_at=? WHERE run_id=? AND status=? "
-                "AND owner_pid IS ? AND owner_start IS ?",
-                (status, error, time.time(), run.run_id, run.status, run.owner_pid, run.owner_start),
+                f"UPDATE runs SET status=?, error=?, updated_at=?{sets} WHERE run_id=? AND status=? "
+                "AND owner_pid IS ? AND owner_start IS ? AND owner_replica IS ?",
+                (
+                    status,
+                    error,
+                    time.time(),
+                    *taken.values(),
+                    run.run_id,
+                    run.status,
+                    run.owner_pid,
+                    run.owner_start,
+                    run.owner_replica,
+                ),
             )
             if cur.rowcount:
                 self._event(run.run_id, None, "interrupt", error)
             return cur.rowcount == 1
+
+    @staticmethod
+    def owner_fields(owner: Owner) -> dict[str, Any]:
+        """An owner as the run's columns."""
+        return dict(owner_pid=owner.pid, owner_start=owner.start, owner_replica=owner.replica, owner_host=owner.host)
 
     def prune(self, keep_runs: int = DEFAULT_HISTORY_RUNS, keep_days: float = DEFAULT_HISTORY_DAYS) -> int:
         """Forget finished runs beyond the newest `keep_runs` or older than `keep_days`; returns how many. A run
