@@ -33,6 +33,7 @@ from ..clients.hook import Caller
 from ..clients.hook import main as hook_main
 from ..clients.payloads import event_name
 from ..server.tokens import identity_of
+from ..state.identities import ACTING
 from ..state.project import Project
 
 logger = logging.getLogger(__name__)
@@ -70,43 +71,51 @@ async def _answer(
         return _error(404, f"no hook {client!r} {event!r}; the hook URL is /hook/CLIENT/EVENT, as `init --url` wires")
     if request.method != "POST":
         return _error(405, "POST the client's hook payload")
-    owner = await _owner(request, verifier)
-    if owner is None:
+    who = await _identity_key(request, verifier)
+    if who is None:
         return _error(401, "a bearer token the team's provider vouches for is needed (the one the client sends /mcp)")
     body = await _body(request)
     if body is None:
         return _error(413, f"the payload is over {MAX_PAYLOAD_BYTES} bytes")
     servers = frozenset(s for s in request.query_params.getlist("server") if s)
-    caller = Caller(owner, servers, request.query_params.get("url", ""))
-    decided = await anyio.to_thread.run_sync(_decide, project, client, name, body, caller, session_ttl, limiter=limiter)
+    caller = Caller(session_owner(who), servers, request.query_params.get("url", ""))
+    decided = await anyio.to_thread.run_sync(
+        _decide, project, client, name, body, caller, session_ttl, who, limiter=limiter
+    )
     return JSONResponse(decided)
 
 
-def _decide(project: Project, client: str, event: str, body: str, caller: Caller, ttl: float | None) -> dict:
-    """The local hook's decision, run here: what it prints and its exit code."""
+def _decide(project: Project, client: str, event: str, body: str, caller: Caller, ttl: float | None, who: str) -> dict:
+    """The local hook's decision, run here: what it prints and its exit code. What it records (a prerequisite
+    observed) is recorded as the caller's (`who`, their identity's key), as the MCP tools record theirs."""
     stdout, stderr = io.StringIO(), io.StringIO()
-    code = hook_main(
-        client,
-        event,
-        project=project,
-        session_ttl=ttl,
-        stdin=io.StringIO(body),
-        stdout=stdout,
-        stderr=stderr,
-        caller=caller,
-    )
+    acting = ACTING.set(who)
+    try:
+        code = hook_main(
+            client,
+            event,
+            project=project,
+            session_ttl=ttl,
+            stdin=io.StringIO(body),
+            stdout=stdout,
+            stderr=stderr,
+            caller=caller,
+        )
+    finally:
+        ACTING.reset(acting)
     return {"stdout": stdout.getvalue(), "stderr": stderr.getvalue(), "exit": code}
 
 
-async def _owner(request: Request, verifier: Any) -> str | None:
-    """The caller's session prefix, from a bearer token the verifier accepts and that names a person."""
+async def _identity_key(request: Request, verifier: Any) -> str | None:
+    """The caller's identity (its key, `issuer#subject`), from a bearer token the verifier accepts and that names a
+    person."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     access = await verifier.verify_token(token.strip())
     if access is None or not access.subject or not (access.claims or {}).get("iss"):
         return None
-    return session_owner(identity_of(access).key)
+    return identity_of(access).key
 
 
 async def _body(request: Request) -> str | None:

@@ -1,0 +1,47 @@
+"""A developer's agent attacking its team server with the developer's own token: each route that would approve
+something without a second, signed-in person, act as someone else, or record the wrong identity is closed."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import httpx2
+import pytest
+
+from abilities_mcp.cli.team_hooks import hook_endpoint
+from support import state_db, trust_project
+from team_support import ISSUER, Tokens, team_server
+
+pytestmark = pytest.mark.anyio
+
+READ_FIRST = {
+    "read-first": {
+        "description": "Read the notes before running a command",
+        "triggers": {"tools": ["Bash"]},
+        "prerequisites": [{"step": 1, "tool": "Read", "description": "Read the notes"}],
+        "mode": "enforce",
+    }
+}
+
+
+async def test_a_prerequisite_the_team_hook_records_names_the_caller_as_its_actor(project):
+    """Every record carries who it was made for (docs/team.md): the hook endpoint's too, not a blank `local`."""
+    (project.root / "workflows.json").write_text(json.dumps(READ_FIRST))
+    trust_project(project)
+    payload = {
+        "session_id": "s1",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Read",
+        "tool_input": {"file_path": "/tmp/notes.txt"},
+        "tool_response": {"type": "text", "file": {"content": "notes"}},
+    }
+    async with team_server(project, Tokens(alice_token="alice"), hook=hook_endpoint) as origin:
+        async with httpx2.AsyncClient() as http:
+            answer = await http.post(
+                f"{origin}/hook/claude/PostToolUse", json=payload, headers={"Authorization": "Bearer alice_token"}
+            )
+    assert answer.status_code == 200 and answer.json()["exit"] == 0, answer.text
+    with sqlite3.connect(state_db(project.root)) as db:
+        actors = [row[0] for row in db.execute("SELECT actor FROM prereq_records")]
+    assert actors == [f"{ISSUER}#alice"]
