@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import anyio
 import httpx2
 import pytest
 
 from abilities_mcp.cli.team_hooks import hook_endpoint
+from provider_support import login_in_browser
 from support import state_db, trust_project
 from team_support import ISSUER, Tokens, team_server
 
@@ -45,3 +47,25 @@ async def test_a_prerequisite_the_team_hook_records_names_the_caller_as_its_acto
     with sqlite3.connect(state_db(project.root)) as db:
         actors = [row[0] for row in db.execute("SELECT actor FROM prereq_records")]
     assert actors == [f"{ISSUER}#alice"]
+
+
+async def test_a_callback_begun_in_another_browser_signs_nobody_in(project, oidc_provider):
+    """Login CSRF: mallory starts a sign-in, finishes it at the provider as herself and hands the callback link to
+    grace; grace's browser, which never started that sign-in, must not come back signed in as mallory."""
+    secrets = {"client_id": oidc_provider.server.client_id, "client_secret": oidc_provider.server.secret}
+    async with team_server(project, None, approvers="grace", issuer=oidc_provider.issuer, **secrets) as origin:
+        async with httpx2.AsyncClient(base_url=origin, timeout=20) as mallory:
+            leave = await mallory.get("/ui/login")
+            back = await anyio.to_thread.run_sync(login_in_browser, oidc_provider, leave.headers["location"], "mallory")
+        async with httpx2.AsyncClient(base_url=origin, timeout=20) as grace:
+            landed = await grace.get(back)
+            assert landed.status_code == 403, landed.headers
+            assert "set-cookie" not in landed.headers
+            assert (await grace.get("/ui/waiting")).status_code == 303  # still off to sign in
+
+        async with httpx2.AsyncClient(base_url=origin, timeout=20) as browser:  # the browser that began it gets in
+            leave = await browser.get("/ui/login")
+            back = await anyio.to_thread.run_sync(login_in_browser, oidc_provider, leave.headers["location"], "grace")
+            landed = await browser.get(back)
+            assert landed.status_code == 303, landed.text
+            assert (await browser.get("/ui/waiting")).status_code == 200

@@ -185,8 +185,11 @@ async def _in_thread(function: Callable[[], Response]) -> Response:
 async def login(page: Page, request: Request) -> Response:
     if request.method == "HEAD":  # a link preview looking, not the person opening it: the link stays unspent
         return Response(status_code=200, media_type="text/html")
-    if isinstance(page.gate, TeamGate):  # the team page: the provider signs the person in
-        return RedirectResponse(await page.gate.start_login(), status_code=303)
+    if isinstance(page.gate, TeamGate):  # the team page: the provider signs the person in, in this browser
+        url, browser = await page.gate.start_login(request.headers.get("cookie"))
+        response = RedirectResponse(url, status_code=303)
+        response.headers.append("set-cookie", page.gate.login_cookie_header(browser))
+        return response
     found = page.gate.login_to(request.query_params.get("token", ""))
     if found is None:
         message = (
@@ -205,14 +208,14 @@ async def callback(page: Page, request: Request) -> Response:
     if not isinstance(page.gate, TeamGate):
         raise HTTPException(404)
     try:
-        session = await page.gate.finish_login(dict(request.query_params))
+        session = await page.gate.finish_login(dict(request.query_params), request.headers.get("cookie"))
     except Exception as exc:  # the provider refused the code, or could not be reached: said, nothing opened
         log.warning("sign-in failed: %s", exc)
         session = None
     if session is None:
         message = (
-            "Signing in did not finish: it took too long, this return was used already, or the provider refused it. "
-            f"Open {page.gate.home}login to sign in again."
+            "Signing in did not finish: it took too long, this return was used already, it was begun in another "
+            f"browser, or the provider refused it. Open {page.gate.home}login to sign in again."
         )
         return HTMLResponse(refusal_page(403, "Not signed in", message), status_code=403)
     response = RedirectResponse(page.gate.base + "/waiting", status_code=303)

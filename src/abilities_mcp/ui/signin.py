@@ -12,6 +12,7 @@ Every other check is the local page's (ui/auth.py `Guard`): Host, Origin, CSRF, 
 from __future__ import annotations
 
 import hmac
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,9 @@ PENDING_SECONDS = 600.0
 MAX_PENDING = 1024
 # A session lasts a working day; the provider's own session decides how often a person types a password.
 SESSION_SECONDS = 12 * 3600.0
+# The cookie that ties a sign-in to the browser that began it: a callback in any other browser signs nobody in (login
+# CSRF: someone's finished sign-in, handed to another person's browser, would sign that person in as them).
+LOGIN_COOKIE = "abilities_login"
 
 
 @dataclass
@@ -58,7 +62,7 @@ class TeamGate:
         self.callback = f"{self.origin}{BASE}{CALLBACK_PATH}"
         self.provider, self.approvers, self._clock = provider, approvers, clock
         self._rp: RelyingParty | None = None
-        self._pending: dict[str, tuple[float, PendingLogin]] = {}
+        self._pending: dict[str, tuple[float, PendingLogin, str]] = {}  # state -> (expiry, login, its browser)
         self.sessions: dict[str, SignedIn] = {}
         self.team = True
 
@@ -67,28 +71,42 @@ class TeamGate:
             return "/"
         return path[len(BASE) :] if path.startswith(BASE + "/") else None
 
-    async def start_login(self) -> str:
-        """Where to send the browser to sign in: the provider's authorization endpoint, with this attempt's
-        state, nonce and PKCE challenge remembered here until it comes back."""
+    async def start_login(self, cookie_header: str | None = None) -> tuple[str, str]:
+        """Where to send the browser to sign in (the provider's authorization endpoint, with this attempt's state,
+        nonce and PKCE challenge remembered here until it comes back), and the value of the browser's login cookie
+        (`login_cookie_header`): kept when the browser has one already, so that two tabs may sign in at once."""
         url, pending = (await self._relying_party()).begin()
         now = self._clock()
-        for lapsed in [k for k, (at, _) in self._pending.items() if at <= now]:
+        for lapsed in [k for k, (at, _, _) in self._pending.items() if at <= now]:
             del self._pending[lapsed]
         if len(self._pending) >= MAX_PENDING:  # a flood of half-done logins: the oldest one goes
             self._pending.pop(next(iter(self._pending)))
-        self._pending[pending.state] = (now + PENDING_SECONDS, pending)
-        return url
+        browser = _cookie(cookie_header or "", LOGIN_COOKIE) or ""
+        if len(browser) < 32 or not browser.isascii() or not all(c.isalnum() or c in "-_" for c in browser):
+            browser = secrets.token_urlsafe(32)
+        self._pending[pending.state] = (now + PENDING_SECONDS, pending, browser)
+        return url, browser
 
-    async def finish_login(self, params: dict[str, str]) -> SignedIn | None:
-        """The browser came back with a code: who it is, as a new session; None for an unknown or stale state, or a
-        code the provider refuses (the RP raises, and nothing is opened)."""
+    def login_cookie_header(self, browser: str) -> str:
+        """Set-Cookie for the browser's login cookie: HttpOnly, Lax (the provider sends the browser back with a
+        top-level GET, which carries a Lax cookie), the page's path, lasting as long as a sign-in may."""
+        secure = "; Secure" if self.secure else ""
+        return f"{LOGIN_COOKIE}={browser}; HttpOnly; SameSite=Lax; Path={BASE}/; Max-Age={int(PENDING_SECONDS)}{secure}"
+
+    async def finish_login(self, params: dict[str, str], cookie_header: str | None = None) -> SignedIn | None:
+        """The browser came back with a code: who it is, as a new session; None for an unknown or stale state, a
+        browser other than the one that began this sign-in (its login cookie), or a code the provider refuses (the
+        RP raises, and nothing is opened)."""
         state = params.get("state", "")
         key = next((k for k in list(self._pending) if hmac.compare_digest(k.encode(), state.encode())), None)
         if key is None:
             return None
-        expires, pending = self._pending.pop(key)  # a state is good for one return
+        expires, pending, browser = self._pending.pop(key)  # a state is good for one return
         if expires <= self._clock():
             return None
+        came = _cookie(cookie_header or "", LOGIN_COOKIE) or ""
+        if not hmac.compare_digest(came.encode(), browser.encode()):
+            return None  # begun in another browser: its code is never exchanged here
         identity = await (await self._relying_party()).finish(pending, params)  # LoginFailed names what failed
         session = SignedIn(identity=identity, approver=self.approvers.includes(identity))
         self.sessions[session.session_id] = session
