@@ -21,6 +21,7 @@ BENCHMARKS = (
     "gateway_roundtrip.py",
     "tool_routing.py",
     "team_load.py",
+    "failover.py",
 )
 # Result lines say "NAME: ratio …"; a benchmark without one (routing quality) is summed up by its last line.
 RESULT_MARK = ": ratio "
