@@ -12,8 +12,8 @@ import pytest
 
 from abilities_mcp.cli.team_hooks import hook_endpoint
 from provider_support import login_in_browser
-from support import state_db, trust_project
-from team_support import ISSUER, Tokens, team_server
+from support import state_db, stored_run, trust_project
+from team_support import ISSUER, Tokens, team_client, team_server
 
 pytestmark = pytest.mark.anyio
 
@@ -69,3 +69,41 @@ async def test_a_callback_begun_in_another_browser_signs_nobody_in(project, oidc
             landed = await browser.get(back)
             assert landed.status_code == 303, landed.text
             assert (await browser.get("/ui/waiting")).status_code == 200
+
+
+AGENT_THEN_FOUR_EYES = """\
+description: The agent writes the version, a second person approves shipping it
+steps:
+  - {id: version, type: agent, prompt: Pick the version to ship}
+  - {id: second, type: approval, approval: four-eyes, prompt: "Ship {{steps.version.output}}?", needs: [version]}
+"""
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_caller_cannot_change_a_run_someone_else_started(project, write, mode):
+    """Bob's token could hand back alice's agent step (choosing what her four-eyes prompt asks), then approve it as
+    the second pair of eyes; nor may he cancel or resume her run. He may still read it, as the page shows it."""
+    write("release", AGENT_THEN_FOUR_EYES)
+    async with team_server(project, Tokens(alice_token="alice", bob_token="bob")) as origin:
+        async with team_client(origin, "alice_token", mode=mode) as alice:
+            run = (await alice.call_tool("ability_run", {"name": "release", "wait_seconds": 10})).structured_content
+            assert run["status"] == "awaiting_agent", run
+            run_id = run["run_id"]
+            async with team_client(origin, "bob_token", mode=mode) as bob:
+                assert not (await bob.call_tool("ability_status", {"run_id": run_id})).is_error
+                calls = {
+                    "ability_step_complete": {"step_id": "version", "output": "v6.6.6"},
+                    "ability_cancel": {},
+                    "ability_resume": {},
+                    "ability_approve": {"step_id": "second", "approved": True},
+                }
+                for tool, arguments in calls.items():
+                    refused = await bob.call_tool(tool, {"run_id": run_id, **arguments})
+                    assert refused.is_error, (tool, refused)
+                    said = refused.content[0].text
+                    assert "started by alice" in said and "ability_status" in said, said
+            assert stored_run(project.root, run_id).status == "awaiting_agent"
+            mine = await alice.call_tool(
+                "ability_step_complete", {"run_id": run_id, "step_id": "version", "output": "v1.2.3", "wait_seconds": 5}
+            )
+            assert mine.structured_content["status"] == "awaiting_approval", mine

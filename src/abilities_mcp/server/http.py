@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from ..state.identities import Approvers
 from ..state.project import Project
 from .app import create_server
-from .hub import Team
+from .hub import OwnRuns, Team
 
 MCP_PATH = "/mcp"
 PAGE_PATH = "/ui"
@@ -74,6 +74,7 @@ def create_team_app(
         verifier = IntrospectionVerifier(options.issuer, options.client_id, options.client_secret)
     team = Team(options.issuer, options.listen.public_url + MCP_PATH, verifier)
     server = create_server(project, team=team, **server_options)
+    server._lowlevel_server.middleware.append(OwnRuns())  # no public add: a caller changes only their own runs
     mcp = server.streamable_http_app(
         streamable_http_path=MCP_PATH, transport_security=_security(options.listen), host=options.listen.host
     )

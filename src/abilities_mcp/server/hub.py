@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.types import CallToolResult, TextContent
 
 from ..engine.core import Engine
-from ..state.identities import ACTING, Identity
+from ..state.identities import ACTING, Identity, shown_key
 from ..state.store import Store
 from .session import Session
 from .tokens import identity_of
@@ -24,6 +25,9 @@ from .tokens import identity_of
 # Sessions kept for callers; the least recently used is forgotten past this (its records stay in the store).
 MAX_SESSIONS = 4096
 SESSION_HEADER = "mcp-session-id"
+# The tools that change a run: on a team server only the identity that started it (its root's, for a child run) may
+# call them. Reading a run (ability_status, ability_history) stays open, as the run page shows every run.
+CHANGING_TOOLS = ("ability_step_complete", "ability_approve", "ability_decide", "ability_cancel", "ability_resume")
 
 
 @dataclass(frozen=True)
@@ -78,3 +82,33 @@ class Hub:
         if token is None or not token.subject or not (token.claims or {}).get("iss"):
             raise Unidentified("a team server's tool was called without a verified token naming a person")
         return identity_of(token)
+
+
+class OwnRuns:
+    """Server middleware on a team server: a tools/call that would change a run another identity started (hand back
+    its step, cancel, resume it, relay an answer) is refused before the tool runs. Without it anyone holding a token
+    could drive a colleague's run: write the output an approval's prompt shows, then approve it as the second pair
+    of eyes, since only the starter's yes is refused."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        params = ctx.params or {}
+        arguments = params.get("arguments")
+        run_id = arguments.get("run_id") if isinstance(arguments, dict) else None
+        hub = getattr(ctx, "lifespan_context", None)
+        if ctx.method != "tools/call" or params.get("name") not in CHANGING_TOOLS or not isinstance(hub, Hub):
+            return await call_next(ctx)
+        if not isinstance(run_id, str):
+            return await call_next(ctx)  # the tool says what it needs
+        record = hub.store.get_run(run_id)
+        if record is None:
+            return await call_next(ctx)  # the tool says there is no such run
+        caller = hub.identity().key
+        if record.started_by == caller:
+            return await call_next(ctx)
+        starter = shown_key(record.started_by) if record.started_by else "a person at the server's own terminal"
+        text = (
+            f"Refused: run {run_id} was started by {starter}; on a team server only whoever started a run (through "
+            f"their own token) hands back its steps, answers, cancels or resumes it (state: {record.status}). "
+            f"Legal next call: ability_status(run_id={run_id!r}) to follow it, or ability_run to start your own."
+        )
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
