@@ -173,6 +173,10 @@ async def test_a_hand_back_a_status_and_a_cancel_sent_to_the_replica_that_does_n
         assert cancelled.structured_content["status"] == "cancelled"
     record = stored(root, postgres_url, run_id)
     assert record.owner_pid == driving.pid and record.status == "cancelled"
+    [handed_back] = [
+        e for e in events(root, postgres_url, run_id) if (e["step_id"], e["event"]) == ("first", "succeed")
+    ]
+    assert "ada" in (handed_back["actor"] or "")  # written by the owner, for the caller the other replica served
 
 
 async def test_a_replica_cut_from_the_database_stops_driving_and_another_takes_its_run(

@@ -29,6 +29,7 @@ import anyio
 
 from ..errors import NextCall, Refused
 from ..state import requests
+from ..state.identities import ACTING
 from ..state.owners import this_host
 from ..state.store import RunRecord
 from .live import LiveRun
@@ -163,6 +164,14 @@ class Replicas:
                 requests.settle(self.store, request.id, self._act_on(live, request))
 
     def _act_on(self, live: LiveRun, request: requests.Request) -> dict[str, Any]:
+        """Act on a request as if its call had come here, for whoever made the call (ACTING, on what it writes)."""
+        acting = ACTING.set(request.body.get("actor"))
+        try:
+            return self._act_for_caller(live, request)
+        finally:
+            ACTING.reset(acting)
+
+    def _act_for_caller(self, live: LiveRun, request: requests.Request) -> dict[str, Any]:
         if request.kind == requests.CANCEL:
             live.stop("cancel")
             return {"cancelling": True}
@@ -228,7 +237,7 @@ class Replicas:
             live = self.live.get(run_id)
             handed_out = (live.attempt, live.last_attempt) if live is not None else (0, 0)
             return self.complete(run_id, step_id, output, success), handed_out
-        body = {"output": output, "success": success}
+        body = {"output": output, "success": success, "actor": ACTING.get()}
         found = await self._ask_owner(record, requests.HANDBACK, step_id, body)
         if found is None:
             raise Refused(
@@ -245,7 +254,7 @@ class Replicas:
 
     async def _cancel_elsewhere(self, record: RunRecord, wait: float) -> None:
         """Ask the owner to cancel, and wait (bounded) for the run to end."""
-        request = requests.ask(self.store, record.run_id, requests.CANCEL)
+        request = requests.ask(self.store, record.run_id, requests.CANCEL, body={"actor": ACTING.get()})
         await self._wait_in_store(record.run_id, wait, until_ended=True)
         requests.withdraw(self.store, request)  # not taken by then: the call answers with the run as it is
 
