@@ -41,6 +41,8 @@ steps:
 """
 ACCEPT = "application/json, text/event-stream"
 START_SECONDS = 30.0
+# The audience the replicas take tokens for: one service to the provider, whichever replica answers.
+AUDIENCE = "http://abilities.test/mcp"
 
 
 def free_port() -> int:
@@ -114,7 +116,7 @@ def start_replica(
 ) -> tuple[subprocess.Popen, str]:
     port = free_port()
     argv = [sys.executable, "-m", "abilities_mcp", "serve", "--http", f"127.0.0.1:{port}", "--issuer", provider.issuer]
-    argv += ["--root", str(root), "--state", state]
+    argv += ["--root", str(root), "--state", state, "--audience", AUDIENCE]
     server_env = {
         **env,
         "ABILITIES_OIDC_CLIENT_ID": provider.server.client_id,
@@ -177,7 +179,7 @@ def main() -> int:
         env = isolated_env(folder / "home")
         cluster = Cluster()
         with start_provider(folder / "provider") as provider:
-            tokens = [user_token(provider, f"dev{i}") for i in range(sessions)]
+            tokens = [user_token(provider, f"dev{i}", resource=AUDIENCE) for i in range(sessions)]
             state = cluster.fresh_schema()
             replicas = [start_replica(root, env, provider, state, folder / f"replica{i}.log") for i in range(REPLICAS)]
             try:

@@ -21,6 +21,8 @@ from abilities_mcp.state.project import Project
 from support import TEST_RETRY_BASE
 
 ISSUER = "http://issuer.test"
+# The audience the tests' team servers take tokens for (RFC 8707), shared by replicas on different ports.
+AUDIENCE = "http://abilities.test/mcp"
 # An ability whose approval needs four eyes: a build, a second person's yes, then the ship it guards.
 DEPLOY = """\
 description: Deploy with a second person's yes
@@ -67,13 +69,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def team_options(port: int, issuer: str = ISSUER, approvers: str = "", **secrets: str) -> TeamOptions:
+def team_options(
+    port: int, issuer: str = ISSUER, approvers: str = "", audience: str | None = None, **secrets: str
+) -> TeamOptions:
     return TeamOptions(
         Listen.parse(f"127.0.0.1:{port}"),
         issuer,
         secrets.get("client_id", "abilities"),
         secrets.get("client_secret", "secret"),
         Approvers.parse(approvers),
+        audience,
     )
 
 

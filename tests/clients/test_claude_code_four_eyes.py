@@ -23,7 +23,7 @@ from abilities_mcp.state.project import Project
 from provider_support import OidcProvider, login_in_browser, user_token
 from scripted_anthropic import ToolUse, call, say
 from support import stored_run, trust_project
-from team_support import DEPLOY, free_port
+from team_support import AUDIENCE, DEPLOY, free_port
 
 START_TIMEOUT_SECONDS = 30.0
 SETTLE_SECONDS = 30.0
@@ -39,7 +39,7 @@ def start_replica(root: Path, state: str, provider: OidcProvider, env: dict[str,
     }
     args = ["--root", str(root), "--state", state, "serve", "--http", f"127.0.0.1:{port}", "--issuer", provider.issuer]
     process = subprocess.Popen(
-        [str(ABILITIES_MCP), *args, "--approvers", approvers],
+        [str(ABILITIES_MCP), *args, "--approvers", approvers, "--audience", AUDIENCE],
         env=server_env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -106,7 +106,7 @@ def four_eyes(
                 ),
                 say("A second person has to approve it."),
             ],
-            env={"ABILITIES_TOKEN": user_token(oidc_provider, "ada")},
+            env={"ABILITIES_TOKEN": user_token(oidc_provider, "ada", resource=AUDIENCE)},
         )
         yield session, project, [origin for _, origin in replicas]
     finally:

@@ -23,7 +23,7 @@ from abilities_mcp.state.project import Project
 from provider_support import OidcProvider, user_token
 from scripted_anthropic import ToolUse, call, say
 from support import stored_run, trust_project
-from team_support import free_port
+from team_support import AUDIENCE, free_port
 
 READ_BEFORE_BASH = {
     "read-first": {
@@ -58,7 +58,7 @@ def serve_team(base: Path, provider: OidcProvider) -> Iterator[TeamServer]:
     }
     args = ["--root", str(root), "--state-dir", str(project.state_dir), "serve", "--http", f"127.0.0.1:{port}"]
     process = subprocess.Popen(
-        [str(ABILITIES_MCP), *args, "--issuer", provider.issuer],
+        [str(ABILITIES_MCP), *args, "--issuer", provider.issuer, "--audience", AUDIENCE],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -90,7 +90,7 @@ def team_run(
     tmp_path_factory: pytest.TempPathFactory, oidc_provider: OidcProvider
 ) -> Iterator[tuple[Session, TeamServer]]:
     base = tmp_path_factory.mktemp("claude-team")
-    token = user_token(oidc_provider, "ada")
+    token = user_token(oidc_provider, "ada", resource=AUDIENCE)
     for server in serve_team(base, oidc_provider):
         root = base / "project"  # the developer's checkout: no abilities, no workflows.json of its own
         root.mkdir()

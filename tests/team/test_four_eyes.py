@@ -13,7 +13,7 @@ import pytest
 
 from provider_support import login_in_browser, user_token
 from support import stored_run, until
-from team_support import DEPLOY, team_client, team_server
+from team_support import AUDIENCE, DEPLOY, team_client, team_server
 
 pytestmark = pytest.mark.anyio
 
@@ -44,9 +44,10 @@ async def test_the_starter_and_a_non_approver_are_refused_and_a_second_approver_
     project, write, oidc_provider
 ):
     write("deploy", DEPLOY)
-    ada = await anyio.to_thread.run_sync(user_token, oidc_provider, "ada")
+    ada = await anyio.to_thread.run_sync(lambda: user_token(oidc_provider, "ada", resource=AUDIENCE))
     secrets = {"client_id": oidc_provider.server.client_id, "client_secret": oidc_provider.server.secret}
-    async with team_server(project, None, approvers="ada,grace", issuer=oidc_provider.issuer, **secrets) as origin:
+    secrets |= {"issuer": oidc_provider.issuer, "audience": AUDIENCE}
+    async with team_server(project, None, approvers="ada,grace", **secrets) as origin:
         async with team_client(origin, ada, mode="legacy") as agent:
             run = (await agent.call_tool("ability_run", {"name": "deploy", "wait_seconds": 10})).structured_content
             assert run["status"] == "awaiting_approval"
@@ -73,3 +74,19 @@ async def test_the_starter_and_a_non_approver_are_refused_and_a_second_approver_
     assert record.step("second").status == "completed"
     trail = [a["detail"] for a in record.answers if a["step_id"] == "second"]
     assert len(trail) == 1 and f"signed in as grace@example.test ({oidc_provider.issuer}#grace)" in trail[0], trail
+
+
+async def test_a_token_the_provider_issued_for_anything_but_this_server_is_refused(project, write, oidc_provider):
+    write("deploy", DEPLOY)
+    secrets = {"client_id": oidc_provider.server.client_id, "client_secret": oidc_provider.server.secret}
+    secrets |= {"issuer": oidc_provider.issuer, "audience": AUDIENCE}
+    elsewhere = await anyio.to_thread.run_sync(lambda: user_token(oidc_provider, "ada", resource="http://other.test"))
+    userinfo = await anyio.to_thread.run_sync(lambda: user_token(oidc_provider, "ada"))  # the provider's own API
+    async with team_server(project, None, **secrets) as origin, httpx2.AsyncClient() as http:
+        for token in (elsewhere, userinfo):
+            answer = await http.post(
+                f"{origin}/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
+            )
+            assert answer.status_code == 401, answer.text

@@ -18,7 +18,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from provider_support import user_token
 from support import cli, stored_run, until
-from team_support import DEPLOY, free_port, team_client
+from team_support import AUDIENCE, DEPLOY, free_port, team_client
 
 REQUIRE_ENV = "ABILITIES_REQUIRE_BROWSER"
 CHROMIUM_ARGS = [
@@ -59,7 +59,17 @@ def team(root, write, oidc_provider, tmp_path) -> Iterator[str]:
         "ABILITIES_OIDC_CLIENT_ID": oidc_provider.server.client_id,
         "ABILITIES_OIDC_CLIENT_SECRET": oidc_provider.server.secret,
     }
-    serve = ["serve", "--http", f"127.0.0.1:{port}", "--issuer", oidc_provider.issuer, "--approvers", "ada,grace"]
+    serve = [
+        "serve",
+        "--http",
+        f"127.0.0.1:{port}",
+        "--issuer",
+        oidc_provider.issuer,
+        "--approvers",
+        "ada,grace",
+        "--audience",
+        AUDIENCE,
+    ]
     args = cli(root, *serve)
     log = (tmp_path / "team.log").open("w+b")
     proc = subprocess.Popen(args, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
@@ -124,7 +134,7 @@ def signed_in(browser: Browser, origin: str, user: str) -> Page:
 
 
 def test_the_starter_is_refused_on_the_page_and_a_second_approver_completes_the_run(browser, team, root, oidc_provider):
-    run_id = start_run(team, user_token(oidc_provider, "ada"))
+    run_id = start_run(team, user_token(oidc_provider, "ada", resource=AUDIENCE))
 
     ada = signed_in(browser, team, "ada")
     item = ada.locator(f"#ask-{run_id}")

@@ -15,7 +15,7 @@ import pytest
 
 from abilities_mcp.state.project import Project
 from provider_support import user_token
-from team_support import DEPLOY, team_server
+from team_support import AUDIENCE, DEPLOY, team_server
 
 pytestmark = pytest.mark.anyio
 
@@ -54,8 +54,9 @@ async def test_the_inspector_drives_two_replicas_on_one_postgresql_with_a_provid
 ):
     write("deploy", DEPLOY)
     project = Project.resolve(root, state=postgres_url)
-    token = await anyio.to_thread.run_sync(user_token, oidc_provider, "ada")
+    token = await anyio.to_thread.run_sync(lambda: user_token(oidc_provider, "ada", resource=AUDIENCE))
     server = {"client_id": oidc_provider.server.client_id, "client_secret": oidc_provider.server.secret}
+    server |= {"audience": AUDIENCE}  # both replicas: one service to the provider
     async with (
         team_server(project, None, issuer=oidc_provider.issuer, **server) as one,
         team_server(project, None, issuer=oidc_provider.issuer, **server) as two,

@@ -149,7 +149,7 @@ def _serve_http(project: Project, args: argparse.Namespace) -> int:
         print(f"abilities-mcp: {exc}", file=sys.stderr)
         return 2
     approvers = Approvers.parse(args.approvers if args.approvers is not None else os.environ.get("ABILITIES_APPROVERS"))
-    options = TeamOptions(listen, args.issuer, client_id, secret, approvers)
+    options = TeamOptions(listen, args.issuer, client_id, secret, approvers, args.audience)
     print(f"abilities-mcp: team server at {listen.public_url}/mcp (project {project.root})", file=sys.stderr)
     _not_dumpable()
     from .team_hooks import hook_endpoint  # the client hooks' endpoint, /hook/CLIENT/EVENT (docs/team.md)

@@ -38,6 +38,12 @@ def _team_options(p: argparse.ArgumentParser) -> None:
         "--public-url", metavar="URL", help="the origin callers reach this server at (default http://HOST:PORT)"
     )
     team.add_argument(
+        "--audience",
+        metavar="URI",
+        help="the audience every token must carry (default: this server's MCP URL, PUBLIC-URL/mcp, as RFC 8707 "
+        "resource indicators name it; give another where the provider names resource servers its own way)",
+    )
+    team.add_argument(
         "--approvers",
         metavar="WHO,…",
         default=None,

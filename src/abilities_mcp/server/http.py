@@ -60,6 +60,13 @@ class TeamOptions:
     client_id: str
     client_secret: str
     approvers: Approvers
+    # What a token's audience must name: this server's MCP endpoint (RFC 8707, as the MCP authorization spec asks)
+    # unless the provider names its resource servers otherwise (Keycloak: a client id).
+    audience: str | None = None
+
+    @property
+    def resource(self) -> str:
+        return self.audience or self.listen.public_url + MCP_PATH
 
 
 def create_team_app(
@@ -71,7 +78,10 @@ def create_team_app(
     if verifier is None:
         from .tokens import IntrospectionVerifier
 
-        verifier = IntrospectionVerifier(options.issuer, options.client_id, options.client_secret)
+        # only a token issued for this server: one the provider gave another app of the team's is no key here
+        verifier = IntrospectionVerifier(
+            options.issuer, options.client_id, options.client_secret, resource=options.resource
+        )
     team = Team(options.issuer, options.listen.public_url + MCP_PATH, verifier)
     server = create_server(project, team=team, **server_options)
     server._lowlevel_server.middleware.append(OwnRuns())  # no public add: a caller changes only their own runs

@@ -53,8 +53,13 @@ class Approvers:
     @classmethod
     def parse(cls, text: str | Iterable[str] | None) -> Approvers:
         items = text.split(",") if isinstance(text, str) else (text or ())
-        return cls(frozenset(item.strip().lower() for item in items if item.strip()))
+        return cls(frozenset(item.strip() for item in items if item.strip()))
 
     def includes(self, identity: Identity) -> bool:
-        named = {identity.subject.lower(), *([identity.email.lower()] if identity.email else [])}
-        return bool(named & self.names)
+        """An entry with an `@` names a verified email (compared without case, as mail is delivered); any other
+        names a subject exactly (a provider's subjects are case-sensitive strings), so `Ada` is not `ada`, and a
+        subject spelled like an email never stands for that address."""
+        if identity.subject in {name for name in self.names if "@" not in name}:
+            return True
+        emails = {name.lower() for name in self.names if "@" in name}
+        return identity.email is not None and identity.email.lower() in emails
