@@ -248,12 +248,14 @@ class Hook:
         if self.project.state_url is None and not self.project.state_db.exists():
             return None
         if self.caller is not None:  # a team server's: the session's run, else the caller's newest (docs/team.md)
-            db = self.database().db
-            return find(db, [self.call.session_id]) or newest_of(db, self.caller.owner + ":")
+            database = self.database()  # a replica on another host owns a run while its lock is held: ask the state
+            found = find(database.db, [self.call.session_id], alive=database.owner_alive)
+            return found or newest_of(database.db, self.caller.owner + ":", database.owner_alive)
+        database = self.database()
         if self.call.client == "opencode":  # one OpenCode process hosts many sessions, each id stable: no fallback
-            return find(self.database().db, [self.call.session_id])
+            return find(database.db, [self.call.session_id], alive=database.owner_alive)
         sessions = [self.call.session_id, os.environ.get("CLAUDE_CODE_SESSION_ID", "")]
-        return find(self.database().db, sessions, os.getpid())
+        return find(database.db, sessions, os.getpid(), alive=database.owner_alive)
 
     @property
     def name(self) -> Name:

@@ -18,14 +18,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from ..state.owners import client_of, owner_alive
+from ..state.owners import Owner, client_of, owner_alive
 
 LIVE = ("pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision")
 # Nested abilities are at most this deep (a guard against a cycle in a damaged file, not a product limit).
 MAX_NESTING = 16
-_RUN_COLUMNS = "run_id, ability, session_id, status, enforcement, definition, question, owner_pid, owner_start"
+# Whether a run's owner lives (Database.owner_alive), for the position's owner_alive.
+Alive = Callable[[Owner], bool]
+_RUN_COLUMNS = (
+    "run_id, ability, session_id, status, enforcement, definition, question, owner_pid, owner_start, owner_replica, "
+    "owner_host"
+)
 _STRICTNESS = ("loose", "normal", "strict")
 
 
@@ -55,8 +61,12 @@ class Position(NamedTuple):
         return self.status == "awaiting_agent"
 
 
-def find(db: sqlite3.Connection, session_ids: list[str], client_pid: int | None = None) -> Position | None:
-    """The session's live run, or (failing that) the live run of a server started by the same client."""
+def find(
+    db: sqlite3.Connection, session_ids: list[str], client_pid: int | None = None, alive: Alive | None = None
+) -> Position | None:
+    """The session's live run, or (failing that) the live run of a server started by the same client. `alive`:
+    whether a run's owner lives (the Database's `owner_alive`: on PostgreSQL a replica anywhere is alive while its
+    lock is held, which no pid on this machine can tell); by default its process on this machine."""
     for session_id in dict.fromkeys(s for s in session_ids if s):
         row = db.execute(
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_run IS NULL AND session_id=? "
@@ -64,7 +74,7 @@ def find(db: sqlite3.Connection, session_ids: list[str], client_pid: int | None 
             (session_id, *LIVE),
         ).fetchone()
         if row is not None:
-            return locate(db, row)
+            return locate(db, row, alive)
     client = client_of(client_pid) if client_pid else None
     if client is None:
         return None
@@ -80,17 +90,17 @@ def find(db: sqlite3.Connection, session_ids: list[str], client_pid: int | None 
     return None
 
 
-def newest_of(db: sqlite3.Connection, prefix: str) -> Position | None:
+def newest_of(db: sqlite3.Connection, prefix: str, alive: Alive | None = None) -> Position | None:
     """The newest live top-level run of any session whose id starts with `prefix` (a team caller's `<owner>:`)."""
     row = db.execute(
         f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_run IS NULL AND substr(session_id, 1, ?) = ? "
         f"AND status IN ({','.join('?' * len(LIVE))}) ORDER BY started_at DESC, rowid DESC LIMIT 1",
         (len(prefix), prefix, *LIVE),
     ).fetchone()
-    return None if row is None else locate(db, row)
+    return None if row is None else locate(db, row, alive)
 
 
-def locate(db: sqlite3.Connection, top: sqlite3.Row) -> Position:
+def locate(db: sqlite3.Connection, top: sqlite3.Row, alive: Alive | None = None) -> Position:
     """The step a top-level run is at, following workflow steps into their live child runs."""
     run, enforcement = top, top["enforcement"]
     for _ in range(MAX_NESTING):
@@ -105,7 +115,7 @@ def locate(db: sqlite3.Connection, top: sqlite3.Row) -> Position:
             break
         run = child
         enforcement = max(enforcement, child["enforcement"], key=_strictness)
-    return _position(top, run, step, enforcement)
+    return _position(top, run, step, enforcement, alive or _alive_here)
 
 
 def _live_child(db: sqlite3.Connection, step: sqlite3.Row | None) -> sqlite3.Row | None:
@@ -117,7 +127,11 @@ def _live_child(db: sqlite3.Connection, step: sqlite3.Row | None) -> sqlite3.Row
     ).fetchone()
 
 
-def _position(top: sqlite3.Row, run: sqlite3.Row, step: sqlite3.Row | None, enforcement: str) -> Position:
+def _alive_here(owner: Owner) -> bool:
+    return bool(owner.pid) and owner_alive(owner.pid, owner.start)
+
+
+def _position(top: sqlite3.Row, run: sqlite3.Row, step: sqlite3.Row | None, enforcement: str, alive: Alive) -> Position:
     question = json.loads(run["question"]) if run["question"] else None
     step_id = question.get("step_id") if question else (step["step_id"] if step else None)
     spec = _step_spec(run["definition"], step_id)
@@ -137,7 +151,7 @@ def _position(top: sqlite3.Row, run: sqlite3.Row, step: sqlite3.Row | None, enfo
         skill=spec.get("skill"),
         tools=tuple(t for t in spec.get("tools") or () if isinstance(t, str)),
         question=question,
-        owner_alive=bool(top["owner_pid"]) and owner_alive(top["owner_pid"], top["owner_start"]),
+        owner_alive=alive(Owner(top["owner_pid"], top["owner_start"], top["owner_replica"], top["owner_host"])),
     )
 
 
