@@ -33,7 +33,7 @@ from ..clients.hook import Caller
 from ..clients.hook import main as hook_main
 from ..clients.payloads import event_name
 from ..server.tokens import identity_of
-from ..state.identities import ACTING
+from ..state.acting import ACTING
 from ..state.project import Project
 
 logger = logging.getLogger(__name__)

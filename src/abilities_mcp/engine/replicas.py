@@ -29,7 +29,7 @@ import anyio
 
 from ..errors import NextCall, Refused
 from ..state import requests
-from ..state.identities import ACTING
+from ..state.acting import ACTING
 from ..state.owners import this_host
 from ..state.store import RunRecord
 from .live import LiveRun

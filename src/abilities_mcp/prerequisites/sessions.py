@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
+from ..state.acting import ACTING
 from ..state.database import Database
-from ..state.identities import ACTING
 from .gates import NOBODY, OBSERVED, REPORTED, Done, Observer, RecordPlan, name_of, plan_record
 from .names import Name
 from .workflows import WorkflowSet

@@ -17,7 +17,8 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.types import CallToolResult, TextContent
 
 from ..engine.core import Engine
-from ..state.identities import ACTING, Identity, shown_key
+from ..state.acting import ACTING
+from ..state.identities import Identity, shown_key
 from ..state.store import Store
 from .session import Session
 from .tokens import identity_of

@@ -8,12 +8,7 @@ engine and the page compare identities, neither needs more.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from contextvars import ContextVar
 from dataclasses import dataclass
-
-# Who the current call acts for, as an Identity's key: set by a team server for each request (server/hub.py), read by
-# the writes that record it (a run's events, a prerequisite's record). None: a local call, whose actor is this user.
-ACTING: ContextVar[str | None] = ContextVar("abilities_acting", default=None)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .acting import ACTING
 from .database import Database
-from .identities import ACTING
 from .owners import Owner, owner_alive, process_start
 
 __all__ = ["Store", "RunRecord", "StepRecord", "owner_alive", "process_start"]
