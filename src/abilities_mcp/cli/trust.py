@@ -43,7 +43,7 @@ class Change(NamedTuple):
 
 def changes(project: Project) -> list[Change]:
     """Every gate-defining file whose content differs from what a person trusted, in a stable order."""
-    trust = TrustStore(project.state_dir, project.root)
+    trust = TrustStore.of(project)
     notes = _notes(project)
     found = []
     for path, kind in _gate_files(project, trust).items():
@@ -58,7 +58,7 @@ def changes(project: Project) -> list[Change]:
 
 def trust_all(project: Project, chosen: list[Change], how: str, origin: str) -> None:
     """Record these files as trusted, as they were shown."""
-    TrustStore(project.state_dir, project.root).trust({c.path: c.now for c in chosen}, how, origin)
+    TrustStore.of(project).trust({c.path: c.now for c in chosen}, how, origin)
 
 
 def command(project: Project, args: argparse.Namespace) -> int:

@@ -233,7 +233,7 @@ class Hook:
     @property
     def workflows(self) -> WorkflowSet:
         if self._workflows is None:  # the trusted version where an edit would lower a gate (prerequisites/in_force.py)
-            trust = TrustStore(self.project.state_dir, self.project.root)
+            trust = TrustStore.of(self.project, self.database() if self.project.state_url else None)
             self._workflows = workflows_in_force(self.project.workflows_file, self.project.root / TOOL_CACHE, trust)
         return self._workflows
 

@@ -355,7 +355,7 @@ class Gateway:
     def __init__(self, project: Project):
         self.root = project.root
         self.file = project.root / FILE_NAME
-        self.trust = TrustStore(project.state_dir, project.root)
+        self.trust = TrustStore.of(project)
         self._stamp: tuple | None = None
         self._current = GatewayConfig({}, [])
 

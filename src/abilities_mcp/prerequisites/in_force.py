@@ -19,7 +19,7 @@ class Workflows:
 
     def __init__(self, project: Project):
         self.files = (project.workflows_file, project.root / TOOL_CACHE)
-        self.trust = TrustStore(project.state_dir, project.root)
+        self.trust = TrustStore.of(project)
         self._stamps: tuple | None = None
         self._current = WorkflowSet()
 

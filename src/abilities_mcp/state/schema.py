@@ -59,6 +59,14 @@ CREATE TABLE IF NOT EXISTS run_requests (
     kind TEXT NOT NULL, step_id TEXT, body TEXT, at REAL NOT NULL, taken_at REAL, outcome TEXT
 );
 CREATE INDEX IF NOT EXISTS run_requests_open ON run_requests(taken_at, run_id);
+CREATE TABLE IF NOT EXISTS trust_files (
+    file TEXT PRIMARY KEY, sha256 TEXT NOT NULL, at REAL NOT NULL, how TEXT NOT NULL, origin TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trust_blobs (sha256 TEXT PRIMARY KEY, content TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trust_log (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, file TEXT NOT NULL, sha256 TEXT, at REAL NOT NULL, how TEXT NOT NULL,
+    origin TEXT NOT NULL
+);
 """
 # Bumped with every schema change; older files are migrated forward when opened (6: skill_events, a new table;
 # 7: prereq_records, a prerequisite's record per server with how it is known, replacing prereq_done, and
@@ -66,8 +74,9 @@ CREATE INDEX IF NOT EXISTS run_requests_open ON run_requests(taken_at, run_id);
 # 9: runs.started_by, the identity that started a run on a team server; 10: events.actor and prereq_records.actor,
 # the identity each change and record was made for; 11: runs.owner_replica and owner_host, the replica owning a run on
 # PostgreSQL and where its process ids mean something, and run_requests, what a call that reached a replica other
-# than the run's owner asks of that owner).
-SCHEMA_VERSION = 11
+# than the run's owner asks of that owner; 12: trust_files, trust_blobs and trust_log, the trust records of a team
+# server's database, which every replica enforces).
+SCHEMA_VERSION = 12
 # Tables an older schema had and this one dropped, with the version that dropped them: their rows are not carried
 # over (prereq_done's records expire 24 hours after their session started anyway; a session starts them again).
 DROPPED_TABLES = [(7, "prereq_done")]

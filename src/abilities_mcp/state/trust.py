@@ -10,6 +10,9 @@ write, and the hook refuses shell commands and writes that name it (clients/guar
     trust/blobs/SHA256      the content trusted, by its hash
     trust/log.jsonl         every trust given, appended: what, when, by which command, from which terminal
 
+On a team server's PostgreSQL (DatabaseTrust, `TrustStore.of(project)`) the same records live in the database, in
+`trust_files`, `trust_blobs` and `trust_log`: every replica enforces what a person trusted once, on any of them.
+
 Stdlib only and no hashlib on the reading side: the hook reads workflows.json's trusted version on every tool call,
 and a byte comparison with the blob says what a hash would.
 """
@@ -20,7 +23,10 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from .database import Database
 
 FOLDER = "trust"
 # Blobs are what a person read and trusted; a file the loaders would refuse for its size is not kept either.
@@ -63,6 +69,14 @@ class TrustStore:
         self.folder = state_dir / FOLDER
         self._stamp: tuple[int, ...] | None = None
         self._records: dict[str, Record] = {}
+
+    @classmethod
+    def of(cls, project: Any, database: Database | None = None) -> TrustStore:
+        """The project's trust records: in the state folder, or in the team's PostgreSQL database (`database`: one
+        already open on it, else one is opened when first read)."""
+        if getattr(project, "state_url", None):
+            return DatabaseTrust(project, database)
+        return cls(project.state_dir, project.root)
 
     def key(self, path: Path) -> str:
         """How the index names a file: relative to the project when inside it, else absolute."""
@@ -126,6 +140,75 @@ class TrustStore:
         _write_atomic(self.folder / "index.json", json.dumps(document, indent=1).encode())
         with open(self.folder / "log.jsonl", "a", encoding="utf-8", opener=_private) as f:
             f.writelines(json.dumps(entry) + "\n" for entry in log)
+        self._stamp = None
+
+
+class DatabaseTrust(TrustStore):
+    """The trust records in the state database, shared by every replica of a team server."""
+
+    __slots__ = ("_project", "_db")
+
+    def __init__(self, project: Any, database: Database | None = None):
+        super().__init__(project.state_dir, project.root)
+        self._project, self._db = project, database
+
+    def _database(self) -> Database:
+        if self._db is None:
+            from .database import Database
+
+            self._db = Database.open(self._project)
+        return self._db
+
+    @property
+    def db(self) -> Any:
+        return self._database().db
+
+    def stamp(self) -> tuple[int, ...]:
+        """The newest log entry's id: every trust given appends one."""
+        return (int(self.db.execute("SELECT coalesce(max(id), 0) FROM trust_log").fetchone()[0]),)
+
+    def records(self) -> dict[str, Record]:
+        now = self.stamp()
+        if now != self._stamp:
+            rows = self.db.execute("SELECT file, sha256, at, how, origin FROM trust_files").fetchall()
+            self._records = {r[0]: Record(r[1], float(r[2]), r[3], r[4]) for r in rows}
+            self._stamp = now
+        return self._records
+
+    def blob(self, sha256: str) -> bytes | None:
+        import base64
+
+        row = self.db.execute("SELECT content FROM trust_blobs WHERE sha256=?", (sha256,)).fetchone()
+        return None if row is None else base64.b64decode(row[0])
+
+    def trust(self, contents: dict[Path, bytes | None], how: str, origin: str) -> None:
+        import base64
+        import hashlib
+
+        now = time.time()
+        with self._database().transaction() as db:
+            for path, content in contents.items():
+                key = self.key(path)
+                if content is None:
+                    db.execute("DELETE FROM trust_files WHERE file=?", (key,))
+                    db.execute(
+                        "INSERT INTO trust_log (file, sha256, at, how, origin) VALUES (?,?,?,?,?)",
+                        (key, None, now, how, origin),
+                    )
+                    continue
+                sha = hashlib.sha256(content).hexdigest()
+                db.execute(
+                    "INSERT OR IGNORE INTO trust_blobs (sha256, content) VALUES (?,?)",
+                    (sha, base64.b64encode(content).decode()),
+                )
+                db.execute(
+                    "INSERT OR REPLACE INTO trust_files (file, sha256, at, how, origin) VALUES (?,?,?,?,?)",
+                    (key, sha, now, how, origin),
+                )
+                db.execute(
+                    "INSERT INTO trust_log (file, sha256, at, how, origin) VALUES (?,?,?,?,?)",
+                    (key, sha, now, how, origin),
+                )
         self._stamp = None
 
 
