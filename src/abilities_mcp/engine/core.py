@@ -79,8 +79,8 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                if self.store.replicated:
-                    tg.start_soon(self._watch)
+                if self.store.replicated and self.team:  # team servers take over; a stdio server or a terminal
+                    tg.start_soon(self._watch)  # on the same database (one person's) never drives a team's runs
                 try:
                     yield self
                 finally:
