@@ -156,7 +156,7 @@ def test_the_json_schema_cannot_see_what_an_approval_means(schema: Draft202012Va
 def test_the_json_schema_tells_editors_what_approval_holds(schema: Draft202012Validator) -> None:
     approval = json_schema()["$defs"]["Approval"]
     assert approval["additionalProperties"] is False
-    assert set(approval["properties"]) == {"expires", "prompt"}
+    assert set(approval["properties"]) == {"expires", "prompt", "four_eyes"}
     assert "{{command}}" in approval["properties"]["prompt"]["description"]
     assert "24h" in approval["properties"]["expires"]["description"]
     assert "Bash(git push --force:*)" in json_schema()["$defs"]["Triggers"]["properties"]["tools"]["description"]

@@ -3,6 +3,7 @@ cannot approve it on the page, nor can anyone who is not an approver; a second a
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -90,3 +91,64 @@ async def test_a_token_the_provider_issued_for_anything_but_this_server_is_refus
                 headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
             )
             assert answer.status_code == 401, answer.text
+
+
+FORCE_PUSH = {
+    "force-push-second-person": {
+        "description": "A force push needs a second person's yes",
+        "triggers": {"tools": ["Bash(git push --force:*)"]},
+        "approval": {"expires": "10m", "four_eyes": True},
+    }
+}
+
+
+async def test_a_four_eyes_call_approval_is_refused_to_the_caller_and_given_by_a_second_approver(
+    project, oidc_provider
+):
+    from abilities_mcp.cli.team_hooks import hook_endpoint
+    from support import trust_project
+
+    (project.root / "workflows.json").write_text(json.dumps(FORCE_PUSH))
+    trust_project(project)
+    ada = await anyio.to_thread.run_sync(lambda: user_token(oidc_provider, "ada", resource=AUDIENCE))
+    secrets = {"client_id": oidc_provider.server.client_id, "client_secret": oidc_provider.server.secret}
+    secrets |= {"issuer": oidc_provider.issuer, "audience": AUDIENCE}
+    push = {
+        "session_id": "s1",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "git push --force origin main"},
+        "cwd": str(project.root),
+    }
+
+    async def hook() -> dict:
+        async with httpx2.AsyncClient() as http:
+            answer = await http.post(
+                f"{origin}/hook/claude/PreToolUse", json=push, headers={"Authorization": f"Bearer {ada}"}
+            )
+        assert answer.status_code == 200, answer.text
+        stdout = answer.json()["stdout"]
+        said = json.loads(stdout).get("hookSpecificOutput", {}) if stdout else {}
+        return {"permissionDecision": "allow", **said}
+
+    async with team_server(project, None, approvers="ada,grace", hook=hook_endpoint, **secrets) as origin:
+        denied = await hook()
+        assert denied["permissionDecision"] == "deny", denied
+        call_id = re.search(r"\bcall_[0-9a-f]{10}\b", denied["permissionDecisionReason"]).group(0)
+        assert "second person" in denied["permissionDecisionReason"]
+
+        async def approve(user: str) -> httpx2.Response:
+            async with sign_in(origin, oidc_provider, user) as browser:
+                page = await browser.get("/ui/waiting")
+                csrf = re.search(r'data-csrf="([^"]+)"', page.text).group(1)
+                fields = {"csrf": csrf, "answer": "approve"}
+                return await browser.post(f"/ui/waiting/calls/{call_id}", data=fields, headers={"origin": origin})
+
+        own = await approve("ada")
+        assert "the call is yours" in own.text, own.text
+        assert (await hook())["permissionDecision"] == "deny"  # still waiting: ada's yes did not count
+
+        second = await approve("grace")
+        assert second.status_code == 303, second.text
+        assert (await hook())["permissionDecision"] == "allow"  # the identical call, once
+        assert (await hook())["permissionDecision"] == "deny"  # and once only

@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ..state.acting import ACTING
 from ..state.database import Database
 from .commands import shell_command
 from .gates import Matched
@@ -29,7 +30,7 @@ CHANNELS = ("terminal", "form", "web")
 
 _COLUMNS = (
     "call_id, session_id, client, tool, digest, shown, workflows, prompt, status, lifetime, requested_at, "
-    "expires_at, answered_at, answered_by, channel, origin, note, used_at"
+    "expires_at, answered_at, answered_by, channel, origin, note, used_at, four_eyes, requested_by"
 )
 
 
@@ -54,6 +55,8 @@ class CallApproval(NamedTuple):
     origin: str | None = None  # where the answer came from: the terminal, the client that showed the form
     note: str | None = None
     used_at: float | None = None
+    four_eyes: bool = False  # a yes only from a signed-in approver other than the caller (approval.four_eyes)
+    requested_by: str | None = None  # the caller whose call waits (an identity's key on a team server)
 
     def state(self, now: float | None = None) -> str:
         """The status as of `now`: a pending request or an unused yes past its time has expired."""
@@ -65,6 +68,7 @@ class CallApproval(NamedTuple):
     def of(cls, row: Sequence[Any]) -> CallApproval:
         values = list(row)
         values[6] = tuple(json.loads(values[6]))
+        values[18] = bool(values[18])
         return cls(*values)
 
 
@@ -77,6 +81,7 @@ class Request(NamedTuple):
     workflows: tuple[str, ...]
     prompt: str
     lifetime: float
+    four_eyes: bool = False
 
 
 def asking(matched: Sequence[Matched]) -> list[Matched]:
@@ -116,6 +121,7 @@ def request_for(tool: str, arguments: Mapping[str, Any], wanting: Sequence[Match
         tuple(m.workflow.name for m in wanting),
         _storable(_cut(_one_line(prompt), MAX_PROMPT_CHARS)),
         min(m.workflow.approval.expires for m in wanting if m.workflow.approval is not None),
+        any(m.workflow.approval.four_eyes for m in wanting if m.workflow.approval is not None),
     )
 
 
@@ -227,9 +233,12 @@ class CallApprovals:
                 request.lifetime,
                 now,
                 now + request.lifetime,
+                four_eyes=request.four_eyes,
+                requested_by=ACTING.get(),
             )
             values = list(made)
             values[6] = json.dumps(list(made.workflows))
+            values[18] = int(made.four_eyes)
             db.execute(f"INSERT INTO call_approvals ({_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
         return made
 
@@ -244,10 +253,18 @@ class CallApprovals:
         return CallApproval.of(row) if row is not None else None
 
     def answer(
-        self, call_id: str, approved: bool, by: str, channel: str, origin: str, note: str | None = None
+        self,
+        call_id: str,
+        approved: bool,
+        by: str,
+        channel: str,
+        origin: str,
+        note: str | None = None,
+        identity: str | None = None,
     ) -> CallApproval:
         """A person's answer to a pending request (the first answer wins); a yes lasts the request's lifetime from
-        now. Raises NotPending, saying what became of it, when it is not waiting for one."""
+        now. Raises NotPending, saying what became of it, when it is not waiting for one, and SameEyes for a yes to
+        a four-eyes call that names nobody (`identity`: who signed in) or the caller themself."""
         now = time.time()
         with self.db.transaction() as db:
             found = self.get(call_id)
@@ -255,6 +272,8 @@ class CallApprovals:
                 raise NotPending(f"no call approval {call_id!r} was asked for in this project")
             if found.state(now) != PENDING:
                 raise NotPending(f"call approval {call_id} is not waiting for an answer: it is {describe(found, now)}")
+            if approved and found.four_eyes:
+                _refuse_same_eyes(found, identity)
             status = APPROVED if approved else REJECTED
             expires = now + found.lifetime if approved else found.expires_at
             db.execute(
@@ -305,6 +324,23 @@ class NotPending(ValueError):
     """The call approval named is not waiting for an answer (none such, answered, used, lapsed)."""
 
 
+class SameEyes(NotPending):
+    """A yes to a four-eyes call from nobody signed in, or from the caller whose call it is."""
+
+
+def _refuse_same_eyes(found: CallApproval, identity: str | None) -> None:
+    if identity is None:
+        raise SameEyes(
+            f"call approval {found.call_id} needs four eyes: a yes from a person signed in on the team server's run "
+            "page, other than whoever made the call; this answer names nobody"
+        )
+    if identity == found.requested_by:
+        raise SameEyes(
+            f"call approval {found.call_id} needs four eyes: the call is yours, so your yes does not count; another "
+            "approver approves it on the run page"
+        )
+
+
 def describe(approval: CallApproval, now: float | None = None) -> str:
     """What became of a request, in a few words."""
     state = approval.state(now)
@@ -332,6 +368,14 @@ def person_command(call_id: str) -> str:
 def refusal(approval: CallApproval) -> str:
     """What a gate tells the model about a call waiting for a person's yes: why, and what the person does."""
     workflows = ", ".join(repr(w) for w in approval.workflows)
+    if approval.four_eyes:
+        return (
+            f"Denied: this call needs a second person's approval first (workflow {workflows}, four eyes).\n"
+            f"  {approval.prompt}\n"
+            f"An approver other than the user approves {approval.call_id} on the team server's run page (/ui/waiting); "
+            "then make the identical call again: it runs once. Neither you nor the user can approve it. This request "
+            f"lapses at {_clock(approval.expires_at)}."
+        )
     return (
         f"Denied: this call needs a person's approval first (workflow {workflows}).\n"
         f"  {approval.prompt}\n"

@@ -86,6 +86,8 @@ def _approval_loosened(then: Workflow, now: Workflow) -> Iterator[str]:
 
         was, becomes = format_duration(then.approval.expires), format_duration(now.approval.expires)
         yield f"made its approval last longer: {was} → {becomes}"
+    if now.approval is not None and then.approval.four_eyes and not now.approval.four_eyes:
+        yield "no longer needs a second person's approval (four_eyes)"
     if now.approval is not None and now.approval.prompt != then.approval.prompt:
         # The question is what a person reads before they say yes: an agent's rewording could mislead them.
         yield "changed the question its approval asks a person"

@@ -178,6 +178,11 @@ class Approval(BaseModel):
         "{{command}} (a shell call's command line), {{arguments}} (its arguments as JSON), {{args.NAME}} (one "
         'argument), e.g. "Force-push {{command}}?"',
     )
+    four_eyes: bool = Field(
+        False,
+        description="A yes only from a person signed in on a team server's run page who is not the caller whose "
+        "agent made the call (on one machine, with nobody signed in, such a call cannot be approved)",
+    )
 
 
 # The one thing every workflow must have: a gate (said where the models cannot see which part is missing).

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 MODES = ("enforce", "warn", "suggest")
 WORKFLOW_KEYS = {"enabled", "name", "description", "triggers", "prerequisites", "mode", "created_at", "approval"}
-APPROVAL_KEYS = {"expires", "prompt"}
+APPROVAL_KEYS = {"expires", "prompt", "four_eyes"}
 # How long a person's yes to one call stays usable, and how long a request for one waits (approval.expires).
 DEFAULT_APPROVAL_SECONDS = 600.0
 MAX_APPROVAL_SECONDS = 86_400.0
@@ -58,6 +58,7 @@ class Approval(NamedTuple):
 
     expires: float  # seconds a yes stays usable, and a request waits for one
     prompt: str  # what the person is asked; "" for the default wording
+    four_eyes: bool = False  # a yes only from a signed-in approver other than the caller (a team server's page)
 
 
 class Workflow(NamedTuple):
@@ -355,6 +356,8 @@ def _approval_problems(approval: Any) -> Iterator[tuple[str, str]]:
         else:
             if seconds > MAX_APPROVAL_SECONDS:
                 yield ".approval.expires", "must be at most 24h: a yes is for one call now, not for the days ahead"
+    if not isinstance(approval.get("four_eyes", False), bool):
+        yield ".approval.four_eyes", "must be true or false"
     prompt = approval.get("prompt", "")
     if not isinstance(prompt, str):
         yield ".approval.prompt", "must be a string"
@@ -378,7 +381,7 @@ def _approval(value: Any) -> Approval | None:
     if not isinstance(value, dict):
         return None
     expires = approval_seconds(value["expires"]) if "expires" in value else DEFAULT_APPROVAL_SECONDS
-    return Approval(expires, value.get("prompt") or "")
+    return Approval(expires, value.get("prompt") or "", value.get("four_eyes") is True)
 
 
 def _prerequisite_problems(where: str, item: Any) -> Iterator[tuple[str, str]]:

@@ -51,7 +51,8 @@ CREATE TABLE IF NOT EXISTS call_approvals (
     call_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, client TEXT NOT NULL, tool TEXT NOT NULL,
     digest TEXT NOT NULL, shown TEXT NOT NULL, workflows TEXT NOT NULL, prompt TEXT NOT NULL, status TEXT NOT NULL,
     lifetime REAL NOT NULL, requested_at REAL NOT NULL, expires_at REAL NOT NULL,
-    answered_at REAL, answered_by TEXT, channel TEXT, origin TEXT, note TEXT, used_at REAL
+    answered_at REAL, answered_by TEXT, channel TEXT, origin TEXT, note TEXT, used_at REAL, four_eyes INTEGER,
+    requested_by TEXT
 );
 CREATE INDEX IF NOT EXISTS call_approvals_by_call ON call_approvals(session_id, tool, digest);
 CREATE TABLE IF NOT EXISTS run_requests (
@@ -75,8 +76,9 @@ CREATE TABLE IF NOT EXISTS trust_log (
 # the identity each change and record was made for; 11: runs.owner_replica and owner_host, the replica owning a run on
 # PostgreSQL and where its process ids mean something, and run_requests, what a call that reached a replica other
 # than the run's owner asks of that owner; 12: trust_files, trust_blobs and trust_log, the trust records of a team
-# server's database, which every replica enforces).
-SCHEMA_VERSION = 12
+# server's database, which every replica enforces; 13: call_approvals.four_eyes and requested_by, a call a second
+# person must approve and whose call it is).
+SCHEMA_VERSION = 13
 # Tables an older schema had and this one dropped, with the version that dropped them: their rows are not carried
 # over (prereq_done's records expire 24 hours after their session started anyway; a session starts them again).
 DROPPED_TABLES = [(7, "prereq_done")]
@@ -95,6 +97,8 @@ ADDED_COLUMNS = [
     ("prereq_records", "actor", "TEXT"),
     ("runs", "owner_replica", "INTEGER"),
     ("runs", "owner_host", "TEXT"),
+    ("call_approvals", "four_eyes", "INTEGER"),
+    ("call_approvals", "requested_by", "TEXT"),
 ]
 
 

@@ -82,12 +82,15 @@ def _answer(question: Question, value: str, note: str | None, origin: str) -> An
     return question.from_choice(value, CHANNEL, note, origin=origin)
 
 
-def answer_call(db: Database, call_id: str, form: dict[str, str], by: str, origin: str) -> str:
+def answer_call(
+    db: Database, call_id: str, form: dict[str, str], by: str, origin: str, identity: str | None = None
+) -> str:
     """Record a person's yes (or no) to one tool call; returns what was recorded, or raises NotTaken."""
     if form.get("answer") not in ("approve", "reject"):
         raise NotTaken("answer with Approve or Reject")
     try:
-        done = CallApprovals(db).answer(call_id, form["answer"] == "approve", by, CHANNEL, origin, form.get("note"))
+        approved = form["answer"] == "approve"
+        done = CallApprovals(db).answer(call_id, approved, by, CHANNEL, origin, form.get("note"), identity)
     except NotPending as exc:
         raise NotTaken(str(exc)) from None
     return f"Recorded: {done.status} {done.call_id}."

@@ -369,8 +369,8 @@ async def answer_call(page: Page, request: Request) -> Response:
     def record() -> Response:
         with closing(Database.open(page.project)) as db:
             try:
-                _, by = page.answerer(request)
-                said = answers.answer_call(db, call_id, form, by, origin)
+                identity, by = page.answerer(request)
+                said = answers.answer_call(db, call_id, form, by, origin, identity)
             except answers.NotTaken as exc:
                 return _not_taken(page, request, str(exc))
         return _taken(request, call_id, said)
