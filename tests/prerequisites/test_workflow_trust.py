@@ -202,6 +202,7 @@ APPROVAL_TIGHTENING = [
         ),
     ),
     ("approval-added-elsewhere", lambda d: d.update(deploy={**copy.deepcopy(approved(d)), "description": "more"})),
+    ("four-eyes-asked", lambda d: approval(d).update(four_eyes=True)),
 ]
 
 
@@ -227,6 +228,16 @@ def test_an_edit_that_keeps_or_tightens_an_approval_lowers_nothing(change) -> No
     assert current.problems == []
 
     assert lowerings(parsed(APPROVED), current) == []
+
+
+def test_dropping_four_eyes_lowers_the_approval() -> None:
+    four_eyes = approval_changed(lambda d: approval(d).update(four_eyes=True))
+    for dropped in (lambda d: approval(d).update(four_eyes=False), lambda d: approval(d).pop("four_eyes")):
+        after = copy.deepcopy(four_eyes)
+        dropped(after)
+        assert lowerings(parsed(four_eyes), parsed(after)) == [
+            "workflow 'force-push' no longer needs a second person's approval (four_eyes)"
+        ]
 
 
 def test_an_expires_left_out_is_the_default_ten_minutes() -> None:
