@@ -45,7 +45,7 @@ def test_a_version_6_file_drops_its_unbound_records_on_upgrade(tmp_path: Path) -
         store.close()
 
     assert "prereq_done" not in tables and {"prereq_records", "observed_sessions", "call_approvals"} <= tables
-    assert SCHEMA_VERSION == 13 and done == {}
+    assert SCHEMA_VERSION == 14 and done == {}
 
 
 def test_one_step_run_on_two_servers_is_two_records_and_an_observed_call_replaces_a_report(state_location) -> None:

@@ -68,6 +68,12 @@ CREATE TABLE IF NOT EXISTS trust_log (
     id INTEGER PRIMARY KEY AUTOINCREMENT, file TEXT NOT NULL, sha256 TEXT, at REAL NOT NULL, how TEXT NOT NULL,
     origin TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS audit_log (
+    id INTEGER PRIMARY KEY, at REAL NOT NULL, kind TEXT NOT NULL, session_id TEXT, client TEXT, tool TEXT,
+    verdict TEXT, rule TEXT, reason TEXT, actor TEXT, channel TEXT, detail TEXT, prev TEXT NOT NULL, hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_log_by_time ON audit_log(at);
+CREATE TABLE IF NOT EXISTS audit_chain (name TEXT PRIMARY KEY, entry INTEGER NOT NULL, hash TEXT NOT NULL);
 """
 # Bumped with every schema change; older files are migrated forward when opened (6: skill_events, a new table;
 # 7: prereq_records, a prerequisite's record per server with how it is known, replacing prereq_done, and
@@ -77,8 +83,8 @@ CREATE TABLE IF NOT EXISTS trust_log (
 # PostgreSQL and where its process ids mean something, and run_requests, what a call that reached a replica other
 # than the run's owner asks of that owner; 12: trust_files, trust_blobs and trust_log, the trust records of a team
 # server's database, which every replica enforces; 13: call_approvals.four_eyes and requested_by, a call a second
-# person must approve and whose call it is).
-SCHEMA_VERSION = 13
+# person must approve and whose call it is; 14: audit_log and audit_chain, the audit trail, state/audit.py).
+SCHEMA_VERSION = 14
 # Tables an older schema had and this one dropped, with the version that dropped them: their rows are not carried
 # over (prereq_done's records expire 24 hours after their session started anyway; a session starts them again).
 DROPPED_TABLES = [(7, "prereq_done")]
