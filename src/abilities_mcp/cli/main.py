@@ -445,6 +445,13 @@ def events(project: Project, args: argparse.Namespace) -> int:
     return show(project, args)
 
 
+def audit(project: Project, args: argparse.Namespace) -> int:
+    """The audit trail: listed, verified or pruned (cli/audit.py)."""
+    from .audit import audit as show
+
+    return show(project, args)
+
+
 def approve(project: Project, args: argparse.Namespace) -> int:
     """A person approves (or rejects) the step a run waits on, or one tool call a workflow holds for them (`call_…`);
     refused unless typed at a terminal. With nothing named: what waits for a person."""
@@ -719,7 +726,7 @@ def tools(project: Project, args: argparse.Namespace) -> int:
 
 
 # The commands that read or write the state file.
-STATE_COMMANDS = {"serve", "run", "status", "history", "approve", "decide", "events", "logs", "ui"}
+STATE_COMMANDS = {"serve", "run", "status", "history", "approve", "decide", "events", "logs", "ui", "audit"}
 COMMANDS = {
     "serve": serve,
     "validate": validate,
@@ -733,6 +740,7 @@ COMMANDS = {
     "schema": schema,
     "skills": skills,
     "events": events,
+    "audit": audit,
     "logs": logs,
     "workflows": workflows,
     "gateway": gateway,

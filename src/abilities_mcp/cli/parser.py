@@ -168,6 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", metavar="DURATION", help="only the last DURATION (30m, 2h, 1d)")
     p.add_argument("--limit", type=int, default=50, help="the newest N events (default 50)")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("audit", parents=[common], help="the audit trail: gate decisions, records, answers, trust")
+    p.add_argument("--since", metavar="DURATION", help="only the last DURATION (30m, 2h, 7d)")
+    p.add_argument("--session", help="one session's entries")
+    p.add_argument("--limit", type=int, help="the newest N entries")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--verify", action="store_true", help="check the hash chain; exit 1 naming the first broken entry")
+    p.add_argument("--prune", action="store_true", help="delete the entries older than the retention, now")
+    p.add_argument("--days", type=float, help="the retention for --prune (default $ABILITIES_AUDIT_DAYS, else 90)")
     p = sub.add_parser(
         "ui",
         parents=[common],

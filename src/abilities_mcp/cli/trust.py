@@ -18,6 +18,8 @@ from ..abilities.agents import agent_files, discover_agent_files, read_agent_fil
 from ..abilities.catalog import Catalog
 from ..gateway.config import Gateway
 from ..prerequisites.workflows import TOOL_CACHE, read_source
+from ..state import audit
+from ..state.database import Database
 from ..state.project import GATEWAY_FILE, Project, discover_ability_files
 from ..state.settings import FILE_NAME as SETTINGS_FILE
 from ..state.settings import in_force as settings_in_force
@@ -59,6 +61,13 @@ def changes(project: Project) -> list[Change]:
 def trust_all(project: Project, chosen: list[Change], how: str, origin: str) -> None:
     """Record these files as trusted, as they were shown."""
     TrustStore.of(project).trust({c.path: c.now for c in chosen}, how, origin)
+    database = Database.open(project)
+    try:
+        for c in chosen:  # the audit trail (state/audit.py): who trusted what, and how
+            detail = {"file": c.key, "kind": c.kind, "status": c.status}
+            audit.append(database, "trust", tool=c.key, verdict=c.status, actor=origin, channel=how, detail=detail)
+    finally:
+        database.close()
 
 
 def command(project: Project, args: argparse.Namespace) -> int:

@@ -45,7 +45,7 @@ from typing import IO, Any, NamedTuple
 from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
 from ..prerequisites.in_force import workflows_in_force
 from ..prerequisites.names import MCP_PREFIX, SEPARATOR, UNKNOWN_SERVER, Name, called, opencode, same, through
-from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV, SessionState
+from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV, SessionState, audited
 from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_json
 from ..state.claims import announce, mark_observed
 from ..state.database import BUSY_TIMEOUT_MS, Database
@@ -356,9 +356,11 @@ def before(hook: Hook) -> Answer:
         return Answer()
     guarded = guards.refusal(tool, hook.call.arguments, hook.project.root, hook.project.state_db.parent)
     if guarded:
+        _audit(hook, "deny", "guard", guarded)
         return Answer(deny=guarded)
     verdict = _step_verdict(hook, hook.name)
     if verdict.decision == "deny":
+        _audit(hook, "deny", "the live run's step", verdict.reason)
         return Answer(deny=verdict.reason)
     served = hook.gateway_tool()
     if served is not None:  # the gateway gates it, running what is missing first: a deny here would stop that
@@ -373,6 +375,19 @@ def _announce(hook: Hook, name: str) -> None:
     if hook.call.client not in ANNOUNCING_CLIENTS or not hook.call.session_id or hook.caller is not None:
         return  # (a team server names its callers' sessions by who they are, not by what a hook announced)
     announce(hook.database(), hook.call.session_id, name, hook.call.arguments, client_of(os.getpid()))
+
+
+def _audit(hook: Hook, verdict: str, rule: str, reason: str) -> None:
+    """A decision of the hook's own gates in the audit trail (state/audit.py); a state that cannot be written
+    changes no decision."""
+    from ..state.audit import append
+
+    call = hook.call
+    try:
+        fields = {"session_id": call.session_id, "client": call.client, "tool": hook.name.raw, "channel": "hook"}
+        append(hook.database(), "gate", verdict=verdict, rule=rule, reason=reason, **fields)
+    except (sqlite3.Error, OSError, RuntimeError):
+        return
 
 
 def _mark_observed(hook: Hook) -> None:
@@ -422,6 +437,10 @@ def _workflow_answer(hook: Hook, tool: Name) -> Answer:
             ) from exc
         raise
     result = check(found, tool, "", done, how=RECORDED_BY_HOOK, observer=HOOKS_SEE, arguments=arguments)
+    try:
+        audited(hook.database(), result, hook.call.session_id, "hook", hook.call.client)
+    except (sqlite3.Error, OSError, RuntimeError):
+        pass  # the trail's write changes no decision
     text = "\n".join([f"abilities-mcp: {result.message}", *found.pending])  # an edit waiting for trust, named
     if result.verdict == "deny":
         return Answer(deny=text)

@@ -19,8 +19,9 @@ import anyio
 from ..abilities.checks import execution_order
 from ..abilities.templates import render_text
 from ..errors import NextCall, Refused
+from ..state import audit
 from ..state.identities import shown_key
-from ..state.store import RunRecord
+from ..state.store import RunRecord, Store
 from .live import LiveRun, seconds
 from .machine import RunEvent, RunState, StepEvent
 from .questions import PLAN_STEP, Answer, Question
@@ -238,6 +239,7 @@ class PersonSteps:
             raise Refused(
                 f"the question about {question.step_id!r} was answered already", record.status, _watch(run_id)
             )
+        _audit_answer(self.store, self._require(run_id), question, answer)
         live = self.live.get(run_id)
         if live is not None:
             live.question_answered.set()
@@ -265,6 +267,14 @@ class PersonSteps:
         """The question a run this process drives is waiting on."""
         live = self.live.get(run_id)
         return live.question if live is not None else None
+
+
+def _audit_answer(store: Store, record: RunRecord, question: Question, answer: Answer) -> None:
+    """An answer to an approval or a decision in the audit trail (state/audit.py): who, through which channel."""
+    who = answer.identity or answer.origin
+    detail = {"run_id": record.run_id, "ability": record.ability, "question": question.id}
+    fields = {"session_id": record.session_id, "tool": question.step_id, "reason": answer.note, "detail": detail}
+    audit.append(store, "answer", verdict=answer.value, actor=who, channel=answer.by, **fields)
 
 
 def _carried(live: LiveRun, question: Question) -> tuple[Question, bool]:

@@ -23,7 +23,7 @@ from ..prerequisites.approvals import CallApprovals, asking
 from ..prerequisites.gates import Check, Matched, Observer, check, tool_matches
 from ..prerequisites.in_force import Workflows
 from ..prerequisites.names import Name, same, wanted
-from ..prerequisites.sessions import MAX_RESULT_CHARS, SessionState
+from ..prerequisites.sessions import MAX_RESULT_CHARS, SessionState, audited
 from ..prerequisites.workflows import Prerequisite, WorkflowSet
 from ..state.claims import observed
 from .arguments import Unfilled, fill, schema_problems
@@ -199,7 +199,9 @@ class Proxy:
         if not unrecorded.matched:
             return unrecorded
         done = self.sessions.done(session_id)
-        return check(found, gated(entry), "", done, observer=self._seen(session_id, listing), arguments=arguments)
+        result = check(found, gated(entry), "", done, observer=self._seen(session_id, listing), arguments=arguments)
+        audited(self.sessions.store, result, session_id, "gateway")
+        return result
 
     def _seen(self, session_id: str, listing: Listing | None = None) -> Observer:
         """Who sees this session's calls: the gateway its upstreams' (those `listing` lists: only the tools they

@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ..state import audit
 from ..state.acting import ACTING
 from ..state.database import Database
 from .commands import shell_command
@@ -200,6 +201,7 @@ class CallApprovals:
             if taken is None:
                 return None
             db.execute("UPDATE call_approvals SET status=?, used_at=? WHERE call_id=?", (USED, now, taken.call_id))
+            _audit(self.db, taken, "used", actor=taken.answered_by, channel=taken.channel)
         return taken._replace(status=USED, used_at=now)
 
     def ask(self, session_id: str, client: str, request: Request) -> CallApproval:
@@ -240,6 +242,7 @@ class CallApprovals:
             values[6] = json.dumps(list(made.workflows))
             values[18] = int(made.four_eyes)
             db.execute(f"INSERT INTO call_approvals ({_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
+            _audit(self.db, made, "asked")
         return made
 
     @staticmethod
@@ -281,6 +284,7 @@ class CallApprovals:
                 "expires_at=? WHERE call_id=? AND status=?",
                 (status, now, by, channel, origin, note, expires, call_id, PENDING),
             )
+            _audit(self.db, found, status, actor=identity or by, channel=channel, reason=note, origin=origin)
         return found._replace(
             status=status,
             answered_at=now,
@@ -310,6 +314,14 @@ class CallApprovals:
             (PENDING, time.time()),
         )
         return [CallApproval.of(row) for row in rows]
+
+
+def _audit(db: Database, approval: CallApproval, verdict: str, origin: str | None = None, **fields: Any) -> None:
+    """A call approval asked for, answered or used, in the audit trail (state/audit.py)."""
+    detail = {"call_id": approval.call_id, "workflows": list(approval.workflows), "origin": origin}
+    rule = ", ".join(approval.workflows)
+    session = {"session_id": approval.session_id, "client": approval.client, "tool": approval.tool}
+    audit.append(db, "approval", verdict=verdict, rule=rule, detail=detail, **session, **fields)
 
 
 class TooLong(ValueError):

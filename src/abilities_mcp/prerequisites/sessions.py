@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
+from ..state import audit
 from ..state.acting import ACTING
 from ..state.database import Database
-from .gates import NOBODY, OBSERVED, REPORTED, Done, Observer, RecordPlan, name_of, plan_record
+from .gates import NOBODY, OBSERVED, REPORTED, Check, Done, Observer, RecordPlan, name_of, plan_record
 from .names import Name
 from .workflows import WorkflowSet
 
@@ -103,6 +104,19 @@ class SessionState:
                 for w, p in plan.record
             ]
             db.executemany(_UPSERT if how == OBSERVED else _INSERT, rows)
+            for verdict, steps in (("counted", plan.record), ("not counted", [(w, p) for w, p, _ in plan.refused])):
+                for w, p in steps:
+                    rule = f"{w.name} step {p.step}"
+                    audit.append(
+                        self.store,
+                        "record",
+                        session_id=session_id,
+                        tool=name.raw,
+                        verdict=verdict,
+                        rule=rule,
+                        reason=summary,
+                        channel=how,
+                    )
         return plan
 
     def reset(self, session_id: str, workflow: str | None = None) -> int:
@@ -137,3 +151,21 @@ _UPSERT = (
     + " ON CONFLICT (session_id, workflow, step, server) DO UPDATE SET how=excluded.how, tool=excluded.tool, "
     f"result=excluded.result, at=excluded.at, actor=excluded.actor WHERE prereq_records.how = '{REPORTED}'"
 )
+
+
+def audited(store: Database, result: Check, session_id: str, channel: str, client: str | None = None) -> None:
+    """One gate decision in the audit trail (state/audit.py), when a workflow triggered on the call: the tool, the
+    verdict, the workflows that decided it and the reason given, as `channel` (hook, gateway, workflow_check) saw it."""
+    if result.matched:
+        rule = ", ".join(m.workflow.name for m in result.matched)
+        audit.append(
+            store,
+            "gate",
+            session_id=session_id,
+            client=client,
+            tool=result.tool,
+            verdict=result.verdict,
+            rule=rule,
+            reason=result.message,
+            channel=channel,
+        )

@@ -15,6 +15,7 @@ from mcp_types import InputRequiredResult
 
 from ..engine.core import Engine
 from ..errors import AbilitiesError, Refused
+from ..state import audit
 from ..state.claims import Client, claim
 from ..state.identities import Identity
 from ..state.owners import client_of
@@ -102,7 +103,11 @@ class Session:
     def refused_or_warned(self, run_id: str | None, refusal: Refused) -> Run:
         """Under enforcement: loose an out-of-step call is answered with a warning and changes nothing."""
         record = self.store.get_run(run_id) if run_id else None
-        if record is None or record.enforcement != "loose":
+        loose = record is not None and record.enforcement == "loose"
+        session = record.session_id if record is not None else self.default_session_id
+        fields = {"session_id": session, "reason": str(refusal), "detail": {"run_id": run_id, "state": refusal.state}}
+        audit.append(self.store, "refused", verdict="warned" if loose else "refused", channel="mcp", **fields)
+        if not loose:
             note = f" ({record.trust_note}.)" if record is not None and record.trust_note else ""
             raise ToolError(f"{refusal}{note}") from refusal  # why the file's own level does not hold, if it does not
         return self.view(record.run_id, f"Not done (enforcement: loose, so this is a warning): {refusal}")

@@ -33,7 +33,7 @@ from ..prerequisites.gates import (
 )
 from ..prerequisites.in_force import Workflows
 from ..prerequisites.names import Name, called, same, wanted
-from ..prerequisites.sessions import MAX_RESULT_CHARS, SessionState
+from ..prerequisites.sessions import MAX_RESULT_CHARS, SessionState, audited
 from ..state.claims import observed
 from .results import (
     CompletedStep,
@@ -88,6 +88,7 @@ def add_workflow_tools(server: MCPServer, workflows: Workflows, ttl_seconds: flo
         how = RUN_BY_GATEWAY if same(name.server, observer.upstreams) else _how(observer)
         done = sessions.done(sid)
         result = check(found, name, task or "", done, how=how, observer=observer, arguments=arguments)
+        audited(sessions.store, result, sid, "workflow_check")
         return workflow_check_view(result, found)
 
     @server.tool(name="workflow_record", annotations=ACTS)

@@ -13,7 +13,7 @@ named by `verify`; someone who can write the database can still recompute every 
 Exporting the head hash elsewhere (`abilities-mcp audit --verify --json`) is what catches that.
 
 Retention: $ABILITIES_AUDIT_DAYS (default 90 days; 0 keeps everything), or `audit --prune --days N`, never a project
-file, which an agent can edit. Stdlib only, hashlib imported when writing: the hook appends to it.
+file, which an agent can edit. Stdlib only, and no hashlib (OpenSSL's load would cost the hook): the hook appends to it.
 """
 
 from __future__ import annotations
@@ -77,8 +77,6 @@ class Broken(NamedTuple):
 def append(database: Any, kind: str, *, at: float | None = None, **fields: Any) -> int:
     """Append one entry (`kind` one of KINDS; `fields` among FIELDS, `detail` any JSON value) chained to the head;
     returns its id. In the caller's transaction when one is open. `actor` defaults to who the call acts for."""
-    import hashlib
-
     unknown = set(fields) - set(FIELDS)
     if unknown or kind not in KINDS:
         raise ValueError(f"audit entry {kind!r} with unknown fields {sorted(unknown)}; use {KINDS} and {FIELDS}")
@@ -91,7 +89,7 @@ def append(database: Any, kind: str, *, at: float | None = None, **fields: Any) 
         values["detail"] = json.dumps(values["detail"], sort_keys=True, default=str)
     with database.transaction() as db:
         entry_id, prev = _next(db)
-        digest = hashlib.sha256(_canonical(entry_id, values, prev).encode()).hexdigest()
+        digest = _sha256(_canonical(entry_id, values, prev))
         db.execute(
             f"INSERT INTO audit_log ({_COLUMNS}) VALUES ({', '.join('?' * (len(FIELDS) + 3))})",
             (entry_id, *(values[name] for name in FIELDS), prev, digest),
@@ -126,11 +124,21 @@ def _canonical(entry_id: int, values: dict[str, Any], prev: str) -> str:
 
 def hash_of(entry: Entry) -> str:
     """The hash an entry's content gives (what `verify` compares with the stored one)."""
-    import hashlib
-
     values = entry._asdict()
     values["at"] = float(values["at"])
-    return hashlib.sha256(_canonical(int(entry.id), values, entry.prev).encode()).hexdigest()
+    return _sha256(_canonical(int(entry.id), values, entry.prev))
+
+
+def _sha256(text: str) -> str:
+    """SHA-256 from CPython's own C module: hashlib loads OpenSSL first, 3 to 7 ms on a hook call that writes."""
+    try:
+        from _sha2 import sha256  # Python 3.12 and later
+    except ImportError:
+        try:
+            from _sha256 import sha256  # Python 3.11
+        except ImportError:  # a build without them
+            from hashlib import sha256
+    return sha256(text.encode()).hexdigest()
 
 
 def retention_days(flag: float | None = None) -> float:
