@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, NamedTuple
 
+from .. import tracing
 from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
 from ..prerequisites.in_force import workflows_in_force
 from ..prerequisites.names import MCP_PREFIX, SEPARATOR, UNKNOWN_SERVER, Name, called, opencode, same, through
@@ -102,7 +103,19 @@ class OutOfTime(Exception):
     """The budget ran out before the hook decided."""
 
 
-def main(
+def main(client: str, event: str, **options: Any) -> int:
+    """Answer one event (`_decide`); returns the exit code. With an OTLP endpoint set, in a span of its own
+    (continuing the trace in TRACEPARENT when the client set one); without, nothing of OpenTelemetry is imported."""
+    if not tracing.enable_for_short_process():
+        return _decide(client, event, **options)
+    attributes = {"abilities.client": client, "abilities.event": event}
+    with tracing.span(f"hook {client} {event}", attributes, carrier=tracing.from_environment()) as span:
+        code = _decide(client, event, **options)
+        span.set({"process.exit.code": code})
+        return code
+
+
+def _decide(
     client: str,
     event: str,
     project: Project | None = None,
@@ -153,7 +166,14 @@ def main(
             f"abilities-mcp hook {client} {event}: {type(exc).__name__}: {exc}; the call was let through", file=stderr
         )
         return FAIL_OPEN_EXIT
+    tracing.annotate(_decision_attributes(call, answer))
     return render(client, name, answer, stdout, stderr)
+
+
+def _decision_attributes(call: Call, answer: Answer) -> dict[str, Any]:
+    """What a person filters a hook decision's span on."""
+    verdict = "deny" if answer.deny else "ask" if answer.ask else "block" if answer.block_stop else "allow"
+    return {"abilities.verdict": verdict, "gen_ai.tool.name": call.tool or None, "abilities.session": call.session_id}
 
 
 def _budget_seconds() -> float:

@@ -16,6 +16,7 @@ from dataclasses import asdict
 
 import anyio
 
+from .. import tracing
 from ..abilities.checks import execution_order
 from ..abilities.templates import render_text
 from ..errors import NextCall, Refused
@@ -151,6 +152,7 @@ class PersonSteps:
                 live.question = None
                 raise
             self._pose(live, None, RunEvent.PROCEED, f"step {question.step_id} {answer.summary()}")
+            tracing.annotate({"abilities.verdict": answer.value, "abilities.answered_by": answer.by})  # the step's span
             return answer
 
     def _pose(

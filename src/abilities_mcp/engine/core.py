@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 
+from .. import tracing
 from ..abilities.catalog import Catalog
 from ..abilities.checks import execution_order
 from ..abilities.inputs import resolve_inputs
@@ -186,6 +187,15 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
     # --- driving --------------------------------------------------------------------------------------------
 
     async def _drive(self, live: LiveRun, resumed: bool) -> None:
+        """The run in its span: a child of the call that started it (the run's task copied its context), or of the
+        workflow step whose child run it is."""
+        with tracing.span(f"run {live.name}", _run_attributes(live, resumed)) as span:
+            await self._drive_in_span(live, resumed)
+            span.set({"abilities.status": live.status})
+            if live.status != RunState.COMPLETED:
+                span.fail(live.halt_error or live.status)
+
+    async def _drive_in_span(self, live: LiveRun, resumed: bool) -> None:
         error: str | None = None
         unwinding = False
         after: list[int] | None = None  # the after-hooks that may run, once asked about (checkpoint)
@@ -298,6 +308,15 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
                 tg.start_soon(one, step)
 
     async def _run_step(self, live: LiveRun, step: Step) -> None:
+        """A step in its span, a child of its run's."""
+        with tracing.span(f"step {step.id}", _step_attributes(live, step)) as span:
+            await self._step_attempts(live, step)
+            outcome = live.outputs.get(step.id, {})
+            span.set({"abilities.status": outcome.get("status"), "process.exit.code": outcome.get("exit_code")})
+            if outcome.get("status") == StepState.FAILED:
+                span.fail(str(outcome.get("error") or "the step failed"))
+
+    async def _step_attempts(self, live: LiveRun, step: Step) -> None:
         skip = skip_reason(live.ability, step, live.inputs, live.outputs)
         if skip is not None:
             self._step_event(live, step.id, StepEvent.SKIP, error=skip)
@@ -465,6 +484,31 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
         )
 
     # --- waiting, cancelling, resuming ----------------------------------------------------------------------
+
+
+def _run_attributes(live: LiveRun, resumed: bool) -> dict[str, Any]:
+    """What a person filters a run's span on."""
+    return {
+        "abilities.ability": live.name,
+        "abilities.run_id": live.run_id,
+        "abilities.session": live.session_id,
+        "abilities.enforcement": live.ability.settings.enforcement,
+        "abilities.parent_run_id": live.parent.run_id if live.parent is not None else None,
+        "abilities.resumed": resumed,
+    }
+
+
+def _step_attributes(live: LiveRun, step: Step) -> dict[str, Any]:
+    """What a person filters a step's span on."""
+    return {
+        "abilities.ability": live.name,
+        "abilities.run_id": live.run_id,
+        "abilities.step": step.id,
+        "abilities.step_type": step.type,
+        "abilities.workflow": getattr(step, "workflow", None),
+        "abilities.skill": getattr(step, "skill", None),
+        "abilities.agent": getattr(step, "agent", None),
+    }
 
 
 def _stopped_because(live: LiveRun, shutdown: bool) -> str:

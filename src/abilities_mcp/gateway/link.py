@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from .. import tracing
 from ..pipes import MAX_LINE_BYTES, Inbox, write_all
 
 log = logging.getLogger(__name__)
@@ -316,8 +317,10 @@ def result_of(answer: dict[str, Any]) -> dict[str, Any]:
 
 def _request(request_id: int, name: str, arguments: dict[str, Any], progress: Progress | None) -> dict[str, Any]:
     params: dict[str, Any] = {"name": name, "arguments": arguments}
-    if progress is not None:
-        params["_meta"] = {"progressToken": request_id}
+    meta: dict[str, Any] = {} if progress is None else {"progressToken": request_id}
+    tracing.inject(meta)  # the current span's trace, as the SDK's client sends it (none while tracing is off)
+    if meta:
+        params["_meta"] = meta
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 

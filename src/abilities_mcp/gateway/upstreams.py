@@ -25,6 +25,7 @@ from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp_types import CallToolResult, Tool
 
+from .. import tracing
 from ..errors import AbilitiesError
 from . import hints
 from .config import Upstream
@@ -48,6 +49,8 @@ MAX_TOOL_PAGES = 50
 # What a failed start says, and the SDK's error for a connection whose other end went away.
 STARTING = "failed to start"
 CLOSED = "Connection closed"
+# A gateway call's span when the upstream's tool answered with an error result.
+TOOL_ERROR = "the upstream's tool returned an error result"
 
 
 # Where an upstream's progress notifications go: (progress, total, message), as the SDK's client hands them over.
@@ -97,13 +100,21 @@ class Connection:
         """Call one tool; an upstream error result is returned as it is, a failure raises UpstreamError. The
         upstream's progress notifications go to `progress`; cancelling the call sends the upstream
         `notifications/cancelled` (the SDK's client does)."""
-        client, link = await self._connected()
-        self._trim()
-        if link is not None:
-            work = self._through_lane(client, link, tool, arguments, progress)
-        else:
-            work = client.call_tool(tool, arguments, progress_callback=progress)
-        return await self._guarded(client, work, f"calling {tool!r}")
+        with tracing.span(f"tools/call {tool}", self._span_attributes(tool), kind="client") as span:
+            client, link = await self._connected()
+            self._trim()
+            if link is not None:
+                work = self._through_lane(client, link, tool, arguments, progress)
+            else:
+                work = client.call_tool(tool, arguments, progress_callback=progress)
+            result = await self._guarded(client, work, f"calling {tool!r}")
+            if result.is_error:
+                span.fail(TOOL_ERROR)
+            return result
+
+    def _span_attributes(self, tool: str) -> dict[str, Any]:
+        """What a person filters a gateway call's span on: the upstream and its tool."""
+        return {"abilities.upstream": self.name, "gen_ai.tool.name": tool, "mcp.method.name": "tools/call"}
 
     def tools_now(self) -> list[Tool] | None:
         """The upstream's tools when it is up, listed and trusted (no task needed to know them); else None."""
@@ -130,18 +141,24 @@ class Connection:
 
         def answered(answer: dict[str, Any] | BaseException) -> None:
             timer.cancel()
+            _ended(span, answer)
             done(lambda: self._result(client, tool, answer))
 
         def timed_out() -> None:
             link.forget(request_id)
             self._suspect = self._client is client
-            done(functools.partial(_raise, self._timed_out(f"calling {tool!r}")))
+            error = self._timed_out(f"calling {tool!r}")
+            _ended(span, error)
+            done(functools.partial(_raise, error))
 
-        request_id = link.start_call(tool, arguments, answered, progress)
+        span = tracing.begin(f"tools/call {tool}", self._span_attributes(tool), kind="client")
+        with span.current():  # the line sent carries its trace context
+            request_id = link.start_call(tool, arguments, answered, progress)
         if request_id is None:
+            span.end()  # nothing was sent: `call` sends it, in a span of its own
             return None
         timer = asyncio.get_running_loop().call_later(self.upstream.timeout, timed_out)
-        return Started(lambda: (timer.cancel(), link.forget(request_id)))
+        return Started(lambda: (timer.cancel(), link.forget(request_id), span.end()))
 
     def _result(self, client: Client, tool: str, answer: dict[str, Any] | BaseException) -> CallToolResult:
         """A started call's answer checked as _through_lane checks one; a failure handled as _guarded handles it."""
@@ -322,6 +339,17 @@ class Started(NamedTuple):
     """A call started without a task: `cancel()` drops it (the upstream is told; `done` is never called)."""
 
     cancel: Callable[[], object]
+
+
+def _ended(span: tracing.Span, answer: dict[str, Any] | BaseException) -> None:
+    """End a started call's span with its outcome: an error answer, a tool error or no answer marks it failed."""
+    if isinstance(answer, BaseException):
+        span.fail(str(answer) or type(answer).__name__)
+    elif isinstance(answer.get("error"), dict):
+        span.fail(str(answer["error"].get("message")))
+    elif isinstance(answer.get("result"), dict) and answer["result"].get("isError") is True:
+        span.fail(TOOL_ERROR)
+    span.end()
 
 
 def _raise(error: BaseException) -> Any:

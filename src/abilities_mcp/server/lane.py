@@ -30,6 +30,7 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from .. import tracing
 from ..errors import AbilitiesError
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class Lane:
         self._initialized = False
         self._calls: dict[types.RequestId, anyio.CancelScope] = {}
         self._started: dict[types.RequestId, Started] = {}  # calls started without a task, waiting for the upstream
+        self._spans: dict[types.RequestId, tracing.Span] = {}  # their spans, ended with their answer
         self._tasks: TaskGroup | None = None
         self._out: Callable[[types.JSONRPCMessage], Awaitable[None]] | None = None
         self._out_now: Callable[[types.JSONRPCMessage], None] | None = None
@@ -89,6 +91,9 @@ class Lane:
         for started in self._started.values():
             started.cancel()
         self._started.clear()
+        for span in self._spans.values():
+            span.end()
+        self._spans.clear()
 
     def take(self, message: types.JSONRPCMessage) -> bool:
         """Whether the lane handles this incoming message; the SDK never sees one it takes."""
@@ -100,12 +105,14 @@ class Lane:
             elif message.method == "tools/call" and (version := self._version_for(message.params)) is not None:
                 work = self._work(message.params)
                 if work is not None:
-                    work = self._now_or_later(message.id, message.params, work, version)
-                    if work is None:
-                        return True
-                    assert self._tasks is not None
-                    log.debug("tools/call %r (id %r) taken by the gateway lane", message.params["name"], message.id)
-                    self._tasks.start_soon(self._answer, message.id, message.params, work, version)
+                    span = _span(message.id, message.params, version)
+                    with span.current():
+                        work = self._now_or_later(message.id, message.params, work, version, span)
+                        if work is None:
+                            return True
+                        assert self._tasks is not None
+                        log.debug("tools/call %r (id %r) taken by the gateway lane", message.params["name"], message.id)
+                        self._tasks.start_soon(self._answer, message.id, message.params, work, version, span)
                     return True
         elif isinstance(message, types.JSONRPCNotification):
             if message.method == "notifications/initialized":
@@ -123,6 +130,7 @@ class Lane:
         started = self._started.pop(key, None)
         if started is not None:
             started.cancel()
+            self._spans.pop(key, tracing.QUIET).end()
             return True
         scope = self._calls.get(key)
         if scope is not None:
@@ -166,7 +174,7 @@ class Lane:
         return None
 
     def _now_or_later(
-        self, request_id: types.RequestId, params: dict[str, Any], work: Work, version: str
+        self, request_id: types.RequestId, params: dict[str, Any], work: Work, version: str, span: tracing.Span
     ) -> Work | None:
         """The call started at once (None), or its work for a task. Either way its session is found here, once: an
         announcement the hook made for it (state/claims.py) is used up by the claim."""
@@ -175,12 +183,18 @@ class Lane:
         except Exception:  # the task looks again, and answers the failure
             log.exception("finding the session of a tools/call failed")
             return work
-        if self._start(request_id, params, session_id, version, exposed=work == self._exposed_call):
+        if self._start(request_id, params, session_id, version, exposed=work == self._exposed_call, span=span):
             return None
         return functools.partial(work, session_id=session_id)
 
     def _start(
-        self, request_id: types.RequestId, params: dict[str, Any], session_id: str, version: str, exposed: bool
+        self,
+        request_id: types.RequestId,
+        params: dict[str, Any],
+        session_id: str,
+        version: str,
+        exposed: bool,
+        span: tracing.Span = tracing.QUIET,
     ) -> bool:
         """Start the call here, in the loop's callback, when the gateway has nothing to wait for before sending it
         (gateway/proxy.py: Proxy.call_now); its answer is written when the upstream's arrives. False when it must
@@ -197,7 +211,9 @@ class Lane:
         def finish(result: Callable[[], CallToolResult]) -> None:
             if self._started.pop(key, None) is None or self._out_now is None:
                 return  # cancelled, or the transport is closing
-            self._out_now(self._finished(request_id, result, params["name"], version))
+            answer = self._finished(request_id, result, params["name"], version)
+            _ended(self._spans.pop(key, span), answer)
+            self._out_now(answer)
 
         arguments = params.get("arguments") or {}
         try:
@@ -216,6 +232,7 @@ class Lane:
             return False
         log.debug("tools/call %r (id %r) started at once by the gateway lane", params.get("name"), request_id)
         self._started[key] = started
+        self._spans[key] = span
         return True
 
     def _finished(
@@ -254,7 +271,22 @@ class Lane:
             session_id = _session_id(session, params)
         return await self.exposed.call(session, params["name"], arguments, session_id, progress)
 
-    async def _answer(self, request_id: types.RequestId, params: dict[str, Any], work: Work, version: str) -> None:
+    async def _answer(
+        self, request_id: types.RequestId, params: dict[str, Any], work: Work, version: str, span: tracing.Span
+    ) -> None:
+        """Answer a call from a task of its own, in the span `take` began for it."""
+        answer: types.JSONRPCMessage | None = None
+        try:
+            answer = await self._answered(request_id, params, work, version)
+        finally:
+            _ended(span, answer)
+        if answer is not None:
+            await self._send(answer)
+
+    async def _answered(
+        self, request_id: types.RequestId, params: dict[str, Any], work: Work, version: str
+    ) -> types.JSONRPCMessage | None:
+        """The call's answer; None when it was cancelled (then it is not answered, as the SDK does)."""
         session = self.session
         assert session is not None
         token = (params.get("_meta") or {}).get("progressToken")
@@ -274,8 +306,7 @@ class Lane:
                 answer = _failure(request_id, types.INTERNAL_ERROR, "Internal error")
             finally:
                 self._calls.pop(coerce_request_id(request_id), None)
-        if answer is not None and not scope.cancelled_caught:
-            await self._send(answer)
+        return None if scope.cancelled_caught else answer
 
     def _response(self, request_id: types.RequestId, result: CallToolResult, version: str) -> types.JSONRPCMessage:
         """The result as the SDK puts it on the wire: dumped, sieved by the version's schema, and at 2026 stamped
@@ -310,6 +341,33 @@ class Lane:
             log.info("the client left before a gateway call's answer could be written")
             return
         await self._out(message)
+
+
+def _span(request_id: types.RequestId, params: dict[str, Any], version: str) -> tracing.Span:
+    """The span the SDK's OpenTelemetryMiddleware gives a tools/call, for one the lane takes past it: the same
+    name and attributes, continuing the trace the client sent in `_meta`."""
+    name = params["name"]
+    attributes = {
+        "mcp.method.name": "tools/call",
+        "mcp.protocol.version": version,
+        "jsonrpc.request.id": str(request_id),
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+    }
+    if name == TOOL_CALL:
+        attributes["abilities.tool"] = (params.get("arguments") or {}).get("tool")
+    return tracing.begin(f"tools/call {name}", attributes, kind="server", carrier=params.get("_meta"))
+
+
+def _ended(span: tracing.Span, answer: types.JSONRPCMessage | None) -> None:
+    """End a call's span with its outcome, as the middleware marks it: a JSON-RPC error or a tool error."""
+    if isinstance(answer, types.JSONRPCError):
+        span.set({"error.type": str(answer.error.code), "rpc.response.status_code": str(answer.error.code)})
+        span.fail(answer.error.message)
+    elif isinstance(answer, types.JSONRPCResponse) and answer.result.get("isError") is True:
+        span.set({"error.type": "tool_error"})
+        span.fail("tool_error")
+    span.end()
 
 
 def _failed(exc: Exception) -> CallToolResult:
