@@ -18,6 +18,7 @@ BENCHMARKS = (
     "script_steps.py",
     "routing_bench.py",
     "hook_latency.py",
+    "audit_cost.py",
     "gateway_roundtrip.py",
     "tool_routing.py",
     "team_load.py",
