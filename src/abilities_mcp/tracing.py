@@ -14,13 +14,10 @@ global provider, so a run's span is the child of the `tools/call ability_run` sp
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
-
-log = logging.getLogger(__name__)
 
 # Either turns tracing on; the exporter reads them (and OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, ...) itself.
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -173,7 +170,9 @@ def _configure(short_lived: bool) -> bool:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
-        log.warning(
+        import logging  # here, not at the top: the hook does without it (6 ms a call)
+
+        logging.getLogger(__name__).warning(
             "an OTLP endpoint is set but traces need the otel extra (%s): pip install 'abilities-mcp[otel]'", exc
         )
         return False

@@ -112,7 +112,7 @@ class Lane:
                             return True
                         assert self._tasks is not None
                         log.debug("tools/call %r (id %r) taken by the gateway lane", message.params["name"], message.id)
-                        self._tasks.start_soon(self._answer, message.id, message.params, work, version, span)
+                        self._tasks.start_soon(self._answer, message.id, message.params, work, span, version)
                     return True
         elif isinstance(message, types.JSONRPCNotification):
             if message.method == "notifications/initialized":
@@ -272,7 +272,7 @@ class Lane:
         return await self.exposed.call(session, params["name"], arguments, session_id, progress)
 
     async def _answer(
-        self, request_id: types.RequestId, params: dict[str, Any], work: Work, version: str, span: tracing.Span
+        self, request_id: types.RequestId, params: dict[str, Any], work: Work, span: tracing.Span, version: str
     ) -> None:
         """Answer a call from a task of its own, in the span `take` began for it."""
         answer: types.JSONRPCMessage | None = None
