@@ -95,3 +95,9 @@ def test_a_link_in_the_state_folder_is_not_followed(tmp_path: Path) -> None:
     keep_private(state)
 
     assert mode(outside) == 0o644
+
+
+def test_the_folders_privacy_tightens_are_the_spools_and_the_trust_records() -> None:
+    from abilities_mcp.state import privacy, spool, trust
+
+    assert set(privacy.OUR_FOLDERS) == {spool.FOLDER, trust.FOLDER}

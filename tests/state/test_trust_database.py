@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from abilities_mcp.prerequisites.in_force import Workflows
+from abilities_mcp.state.database import trust_store
 from abilities_mcp.state.project import Project
 from abilities_mcp.state.trust import DatabaseTrust, TrustStore
 from support import trust_project
@@ -46,12 +47,12 @@ def test_trust_given_on_one_replica_is_what_another_enforces(root: Path, tmp_pat
 
 def test_blobs_round_trip_every_byte_and_a_deletion_is_trusted_too(root: Path, tmp_path: Path, postgres_url: str):
     project = replica(root, tmp_path, "one", postgres_url)
-    store = TrustStore.of(project)
+    store = trust_store(project)
     assert isinstance(store, DatabaseTrust)
     file, content = root / "gateway.json", b"\x00\xff{\xe2\x82\xac}\n"
     before = store.stamp()
     store.trust({file: content}, "test", "the test's author")
-    other = TrustStore.of(replica(root, tmp_path, "two", postgres_url))
+    other = trust_store(replica(root, tmp_path, "two", postgres_url))
     assert other.stamp() != before and other.trusted(file) == content
     assert other.record(file).how == "test" and other.key(file) == "gateway.json"
     store.trust({file: None}, "test", "the test's author")
@@ -60,7 +61,7 @@ def test_blobs_round_trip_every_byte_and_a_deletion_is_trusted_too(root: Path, t
 
 def test_a_project_on_the_sqlite_file_keeps_its_trust_in_the_state_folder(root: Path, tmp_path: Path) -> None:
     project = Project.resolve(root, tmp_path / "state")
-    store = TrustStore.of(project)
+    store = trust_store(project)
     assert type(store) is TrustStore
     store.trust({root / "workflows.json": b"{}"}, "test", "the test's author")
     assert (tmp_path / "state" / "trust" / "index.json").exists()

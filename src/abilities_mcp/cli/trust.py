@@ -19,7 +19,7 @@ from ..abilities.catalog import Catalog
 from ..gateway.config import Gateway
 from ..prerequisites.workflows import TOOL_CACHE, read_source
 from ..state import audit
-from ..state.database import Database
+from ..state.database import Database, trust_store
 from ..state.project import GATEWAY_FILE, Project, discover_ability_files
 from ..state.settings import FILE_NAME as SETTINGS_FILE
 from ..state.settings import in_force as settings_in_force
@@ -45,7 +45,7 @@ class Change(NamedTuple):
 
 def changes(project: Project) -> list[Change]:
     """Every gate-defining file whose content differs from what a person trusted, in a stable order."""
-    trust = TrustStore.of(project)
+    trust = trust_store(project)
     notes = _notes(project)
     found = []
     for path, kind in _gate_files(project, trust).items():
@@ -60,7 +60,7 @@ def changes(project: Project) -> list[Change]:
 
 def trust_all(project: Project, chosen: list[Change], how: str, origin: str) -> None:
     """Record these files as trusted, as they were shown."""
-    TrustStore.of(project).trust({c.path: c.now for c in chosen}, how, origin)
+    trust_store(project).trust({c.path: c.now for c in chosen}, how, origin)
     database = Database.open(project)
     try:
         for c in chosen:  # the audit trail (state/audit.py): who trusted what, and how

@@ -49,10 +49,9 @@ from ..prerequisites.names import MCP_PREFIX, SEPARATOR, UNKNOWN_SERVER, Name, c
 from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV, SessionState, audited
 from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_json
 from ..state.claims import announce, mark_observed
-from ..state.database import BUSY_TIMEOUT_MS, Database
+from ..state.database import BUSY_TIMEOUT_MS, Database, trust_store
 from ..state.owners import client_of
 from ..state.project import GATEWAY_FILE, Project
-from ..state.trust import TrustStore
 from . import guards
 from .answers import DENY_EXIT, FAIL_OPEN_EXIT, Answer, joined, render
 from .enforcement import OWN_TOOLS, Verdict, kind, next_move, stop_verdict, tool_verdict, where
@@ -253,7 +252,7 @@ class Hook:
     @property
     def workflows(self) -> WorkflowSet:
         if self._workflows is None:  # the trusted version where an edit would lower a gate (prerequisites/in_force.py)
-            trust = TrustStore.of(self.project, self.database() if self.project.state_url else None)
+            trust = trust_store(self.project, self.database() if self.project.state_url else None)
             self._workflows = workflows_in_force(self.project.workflows_file, self.project.root / TOOL_CACHE, trust)
         return self._workflows
 

@@ -19,6 +19,7 @@ from ..errors import Diagnostic
 from ..explain import Format, explain
 from ..files import Unreadable, decode_text, read_bytes
 from ..prerequisites.workflows import parse_json
+from ..state.database import trust_store
 from ..state.project import GATEWAY_FILE, Project, stamp
 from ..state.trust import TrustStore, waiting_note
 
@@ -355,7 +356,7 @@ class Gateway:
     def __init__(self, project: Project):
         self.root = project.root
         self.file = project.root / FILE_NAME
-        self.trust = TrustStore.of(project)
+        self.trust = trust_store(project)
         self._stamp: tuple | None = None
         self._current = GatewayConfig({}, [])
 

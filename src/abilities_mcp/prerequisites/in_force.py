@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..state.database import trust_store
 from ..state.project import Project, stamp
 from ..state.trust import TrustStore, waiting_note
 from .lowering import lowerings
@@ -19,7 +20,7 @@ class Workflows:
 
     def __init__(self, project: Project):
         self.files = (project.workflows_file, project.root / TOOL_CACHE)
-        self.trust = TrustStore.of(project)
+        self.trust = trust_store(project)
         self._stamps: tuple | None = None
         self._current = WorkflowSet()
 

@@ -19,10 +19,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .owners import Owner, owner_alive, this_owner
 from .schema import _SCHEMA, ADDED_COLUMNS, DROPPED_TABLES, SCHEMA_VERSION, StateFileError
+
+if TYPE_CHECKING:
+    from .trust import TrustStore
 
 D = TypeVar("D", bound="Database")
 # What a state location may be besides a SQLite file's path: a PostgreSQL connection URL (postgres.py).
@@ -423,3 +426,13 @@ def _move_aside(path: Path) -> Path:
         if companion.exists():
             companion.rename(aside.with_name(aside.name + suffix))
     return aside
+
+
+def trust_store(project: Any, database: Database | None = None) -> TrustStore:
+    """The project's trust records (state/trust.py): in the state folder, or on a team server's PostgreSQL in the
+    database (`database`: one already open on it, else one opened when first read)."""
+    from .trust import DatabaseTrust, TrustStore
+
+    if project.state_url:
+        return DatabaseTrust(project, (lambda: database) if database is not None else (lambda: Database.open(project)))
+    return TrustStore(project.state_dir, project.root)

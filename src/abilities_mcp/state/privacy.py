@@ -13,7 +13,6 @@ import os
 import stat
 from pathlib import Path
 
-from . import spool, trust
 from .project import PROJECTS_FOLDER, STATE_FOLDER
 
 log = logging.getLogger(__name__)
@@ -21,7 +20,9 @@ FOLDER_MODE, FILE_MODE = 0o700, 0o600
 # What abilities-mcp keeps in a project's state folder: the SQLite file and its companions (-wal, -shm, and files
 # moved aside as `state.db.corrupt-…`), a running step's output (state/spool.py) and trust (state/trust.py).
 OURS_PREFIX = "state.db"
-OUR_FOLDERS = (spool.FOLDER, trust.FOLDER)
+# spool.FOLDER and trust.FOLDER, spelled here: trust reads the state database, which tightens this folder through
+# this module (tests/state/test_privacy.py holds the names equal).
+OUR_FOLDERS = ("live", "trust")
 
 
 def keep_private(state_dir: Path) -> list[str]:

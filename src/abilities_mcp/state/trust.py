@@ -10,8 +10,9 @@ write, and the hook refuses shell commands and writes that name it (clients/guar
     trust/blobs/SHA256      the content trusted, by its hash
     trust/log.jsonl         every trust given, appended: what, when, by which command, from which terminal
 
-On a team server's PostgreSQL (DatabaseTrust, `TrustStore.of(project)`) the same records live in the database, in
-`trust_files`, `trust_blobs` and `trust_log`: every replica enforces what a person trusted once, on any of them.
+On a team server's PostgreSQL (DatabaseTrust, made by database.py's `trust_store(project)`) the same records live
+in the database, in `trust_files`, `trust_blobs` and `trust_log`: every replica enforces what a person trusted once,
+on any of them.
 
 Stdlib only and no hashlib on the reading side: the hook reads workflows.json's trusted version on every tool call,
 and a byte comparison with the blob says what a hash would.
@@ -22,11 +23,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-if TYPE_CHECKING:
-    from .database import Database
+from typing import Any, NamedTuple
 
 FOLDER = "trust"
 # Blobs are what a person read and trusted; a file the loaders would refuse for its size is not kept either.
@@ -69,14 +68,6 @@ class TrustStore:
         self.folder = state_dir / FOLDER
         self._stamp: tuple[int, ...] | None = None
         self._records: dict[str, Record] = {}
-
-    @classmethod
-    def of(cls, project: Any, database: Database | None = None) -> TrustStore:
-        """The project's trust records: in the state folder, or in the team's PostgreSQL database (`database`: one
-        already open on it, else one is opened when first read)."""
-        if getattr(project, "state_url", None):
-            return DatabaseTrust(project, database)
-        return cls(project.state_dir, project.root)
 
     def key(self, path: Path) -> str:
         """How the index names a file: relative to the project when inside it, else absolute."""
@@ -146,17 +137,17 @@ class TrustStore:
 class DatabaseTrust(TrustStore):
     """The trust records in the state database, shared by every replica of a team server."""
 
-    __slots__ = ("_project", "_db")
+    __slots__ = ("_open", "_db")
 
-    def __init__(self, project: Any, database: Database | None = None):
+    def __init__(self, project: Any, open_database: Callable[[], Any]):
+        """`open_database`: the state database, opened when first read (database.trust_store makes it; this module
+        imports no database: the database's folder is tightened through privacy, which names the trust folder)."""
         super().__init__(project.state_dir, project.root)
-        self._project, self._db = project, database
+        self._open, self._db = open_database, None
 
-    def _database(self) -> Database:
+    def _database(self) -> Any:  # a Database (not imported here: see __init__)
         if self._db is None:
-            from .database import Database
-
-            self._db = Database.open(self._project)
+            self._db = self._open()
         return self._db
 
     @property
