@@ -58,12 +58,13 @@ def test_the_listing_is_one_inert_line_an_entry_and_json_on_request(root: Path) 
 
 
 def test_prune_follows_the_environment_and_not_a_project_file(root: Path, monkeypatch) -> None:
-    trail(root, (40, 10, 0))
+    trail(root, (400, 100, 0))
     (root / "abilities-mcp.json").write_text(json.dumps({"audit": {"days": 1}}))
     monkeypatch.delenv(audit.RETENTION_ENV, raising=False)
 
-    assert run(root, "--prune").stdout.startswith("Pruned 0 entries older than 90 days")
-    monkeypatch.setenv(audit.RETENTION_ENV, "30")
-    assert run(root, "--prune").stdout.startswith("Pruned 1 entries older than 30 days")
+    monkeypatch.setenv(audit.RETENTION_ENV, "365")
+    assert run(root, "--prune").stdout.startswith("Pruned 1 entries older than 365 days")
+    monkeypatch.setenv(audit.RETENTION_ENV, "30")  # shorter than the floor: the floor holds
+    assert run(root, "--prune", "--days", "1").stdout.startswith("Pruned 1 entries older than 90 days")
 
-    assert run(root, "--verify").stdout.startswith("audit trail intact: 2 entries")
+    assert run(root, "--verify").stdout.startswith("audit trail intact: 1 entries")

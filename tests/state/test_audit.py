@@ -189,8 +189,12 @@ def test_retention_comes_from_the_flag_or_the_environment_never_a_project_file(r
     (root / "abilities-mcp.json").write_text(json.dumps({"audit": {"days": 1}, "history": {"days": 1}}))
     monkeypatch.delenv(audit.RETENTION_ENV, raising=False)
     assert audit.retention_days() == audit.DEFAULT_RETENTION_DAYS
+    monkeypatch.setenv(audit.RETENTION_ENV, "365")
+    assert audit.retention_days() == 365 and audit.retention_days(400) == 400
+    # never shorter than the floor: an agent's shell sets flags and environment as easily as a person's
     monkeypatch.setenv(audit.RETENTION_ENV, "7")
-    assert audit.retention_days() == 7 and audit.retention_days(2) == 2
+    assert audit.retention_days() == audit.DEFAULT_RETENTION_DAYS and audit.retention_days(0.001) == 90
+    assert audit.retention_days(0) == 0  # keep everything
 
 
 WRITER = """

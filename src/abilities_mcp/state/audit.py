@@ -12,8 +12,9 @@ What the chain proves, and what not (docs/state.md): an accidental or partial ed
 named by `verify`; someone who can write the database can still recompute every hash from the row they changed on.
 Exporting the head hash elsewhere (`abilities-mcp audit --verify --json`) is what catches that.
 
-Retention: $ABILITIES_AUDIT_DAYS (default 90 days; 0 keeps everything), or `audit --prune --days N`, never a project
-file, which an agent can edit. Stdlib only, and no hashlib (OpenSSL's load would cost the hook): the hook appends to it.
+Retention: $ABILITIES_AUDIT_DAYS (default and floor 90 days; 0 keeps everything), or `audit --prune --days N`, which
+may keep more, never less; never a project file, which an agent can edit. Stdlib only, and no hashlib (OpenSSL's
+load would cost the hook): the hook appends to it.
 """
 
 from __future__ import annotations
@@ -143,13 +144,18 @@ def _sha256(text: str) -> str:
 
 def retention_days(flag: float | None = None) -> float:
     """How many days entries are kept: `flag` (the CLI's --days), else $ABILITIES_AUDIT_DAYS, else 90; 0 keeps
-    everything. Never a project file: the project is the agent's to edit, the trail is not."""
-    if flag is not None:
-        return max(0.0, flag)
-    try:
-        return max(0.0, float(os.environ.get(RETENTION_ENV) or DEFAULT_RETENTION_DAYS))
-    except ValueError:
-        return DEFAULT_RETENTION_DAYS
+    everything. Either may lengthen it, never shorten it below the 90 days: whoever starts a command chooses its
+    flags and environment, an agent's shell too, and the trail is what says what that agent was allowed. Never a
+    project file: the project is the agent's to edit, the trail is not."""
+    chosen: float | None = flag
+    if chosen is None:
+        try:
+            chosen = float(os.environ.get(RETENTION_ENV) or DEFAULT_RETENTION_DAYS)
+        except ValueError:
+            chosen = DEFAULT_RETENTION_DAYS
+    if chosen <= 0:
+        return 0.0
+    return max(chosen, DEFAULT_RETENTION_DAYS)
 
 
 def prune(database: Any, days: float) -> int:
