@@ -52,6 +52,7 @@ SLOW_MODULES = {
     # Whole server processes over stdio: killed, flooded, restarted; step process groups and what escapes them.
     "server/test_stdio.py",
     "server/test_lane.py",
+    "server/test_tracing_lane.py",
     "server/test_deploy_end_to_end.py",
     "engine/test_processes.py",
     "cli/test_logs_follow.py",
