@@ -258,7 +258,7 @@ def test_the_hook_is_pinned_to_the_plugins_project_over_the_environment(
     [result], _ = drive(tmp_path, plugin, root, [call("pg_execute_query", "ses_a", 1)])
 
     assert result["threw"] is True and "list_databases" in result["error"], result
-    assert '"hook", "opencode", event, "--root", root]' in plugin.read_text()
+    assert '"hook", "opencode", event, "--root", root, ...HOOK_OPTIONS]' in plugin.read_text()
 
 
 def test_an_mcp_tools_result_is_recorded_as_its_text_and_a_note_reaches_the_model_as_a_text_part(
