@@ -120,6 +120,29 @@ async def test_an_answer_to_an_approval_and_an_out_of_step_call_are_entries(proj
     assert late.structured_content["run_id"] == run["run_id"]
 
 
+REVIEWED = """\
+description: A review the agent hands back, checked
+steps:
+  - id: review
+    type: agent
+    prompt: Review it
+    validation: {output_contains: APPROVED}
+"""
+
+
+async def test_a_hand_back_its_step_refuses_is_an_entry(project, write) -> None:
+    write("review", REVIEWED)
+    trust_project(project)
+    async with Client(create_server(project, retry_base=TEST_RETRY_BASE)) as client:
+        run = (await client.call_tool("ability_run", {"name": "review", "wait_seconds": 5})).structured_content
+        args = {"run_id": run["run_id"], "step_id": "review", "output": "looks fine"}
+        assert (await client.call_tool("ability_step_complete", args)).is_error
+
+    [refused] = [e for e in entries_of(project) if e.kind == "refused"]
+    assert (refused.tool, refused.verdict, refused.channel) == ("ability_step_complete", "refused", "mcp")
+    assert "APPROVED" in refused.reason and json.loads(refused.detail)["step"] == "review"
+
+
 # --- the chain ------------------------------------------------------------------------------------------------------
 
 

@@ -28,6 +28,7 @@ from ..engine.live import LiveRun
 from ..errors import AbilitiesError, NextCall, Refused
 from ..prerequisites.approvals import ID_PREFIX as CALL_ID_PREFIX
 from ..prerequisites.approvals import CallApprovals, person_command
+from ..state import audit
 from ..state.store import RunRecord
 from .forms import answer_from_retry
 from .results import AbilityList, AnyJson, History, Run, ValidationReport
@@ -140,7 +141,19 @@ def add_ability_tools(server: MCPServer, catalog: Catalog) -> None:
         if problem is not None:
             record = session.store.get_run(run_id)
             assert record is not None  # complete() found it
-            raise ToolError(_refused_handback(problem, record, step_id, success, handed_out, session.view(run_id)))
+            refusal = _refused_handback(problem, record, step_id, success, handed_out, session.view(run_id))
+            detail = {"run_id": run_id, "step": step_id, "state": record.status}
+            audit.append(
+                session.store,
+                "refused",
+                session_id=record.session_id,
+                tool="ability_step_complete",
+                verdict="refused",
+                channel="mcp",
+                reason=refusal,
+                detail=detail,
+            )  # the step's validation refused what the agent handed back: the trail keeps every refused attempt
+            raise ToolError(refusal)
         return result
 
     @server.tool(name="ability_approve", annotations=ACTS)
