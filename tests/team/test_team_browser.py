@@ -6,7 +6,6 @@ through and the run completes."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -14,22 +13,13 @@ from collections.abc import Iterator
 import httpx2
 import pytest
 from anyio.from_thread import start_blocking_portal
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
+from browser_support import chromium
 from provider_support import user_token
 from support import cli, stored_run, until
 from team_support import AUDIENCE, DEPLOY, free_port, team_client
 
-REQUIRE_ENV = "ABILITIES_REQUIRE_BROWSER"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SHOWN_MS = 15_000
 SETTLE_SECONDS = 30
 
@@ -38,15 +28,8 @@ expect.set_options(timeout=SHOWN_MS)
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        if os.environ.get(REQUIRE_ENV):
-            pytest.fail(f"{REQUIRE_ENV} is set but chromium is not installed (as root: apt-get install -y chromium)")
-        pytest.skip(f"chromium is not installed (set {REQUIRE_ENV}=1 to make this a failure)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture

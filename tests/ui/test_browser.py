@@ -6,7 +6,7 @@ changes nothing.
 Debian's `chromium` through Playwright for Python, one browser for the module; one `abilities-mcp ui` process per
 test, under a pseudo-terminal with a person's environment (the same person check as `approve`). The runs are driven by
 an in-memory server on the same project in a thread of the test, as an agent's server would drive them: the page and
-the server share nothing but the state file. Without Chromium the tests skip, unless `REQUIRE_ENV` is set (`.ci/run`
+the server share nothing but the state file. Without Chromium the tests skip, unless `ABILITIES_REQUIRE_BROWSER` is set (`.ci/run`
 sets it): then they fail. With `UPDATE_SCREENSHOTS_ENV=1` they write docs/images/ui-*.png.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,27 +23,16 @@ from typing import Any
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from abilities_mcp.cli import person
 from abilities_mcp.server import create_server
 from abilities_mcp.state.project import Project
+from browser_support import chromium
 from support import GATED, REPO, TEST_RETRY_BASE, Terminal, cli, stored_run, until
 
-REQUIRE_ENV = "ABILITIES_REQUIRE_BROWSER"
 UPDATE_SCREENSHOTS_ENV = "ABILITIES_UPDATE_SCREENSHOTS"
 SCREENSHOTS = REPO / "docs" / "images"
-# The machine's network is closed: without these Chromium stalls on connections it makes on its own (updates, sync,
-# QUIC probes); the sandbox needs user namespaces that CI's root does not get.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # The screenshots' size, and the window of every test but the narrow one.
 DESKTOP = {"width": 1200, "height": 800}
 # A small phone held upright.
@@ -66,15 +54,8 @@ expect.set_options(timeout=SHOWN_MS)
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        if os.environ.get(REQUIRE_ENV):
-            pytest.fail(f"{REQUIRE_ENV} is set but chromium is not installed (as root: apt-get install -y chromium)")
-        pytest.skip(f"chromium is not installed (set {REQUIRE_ENV}=1 to make this a failure)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @dataclass

@@ -19,7 +19,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 COOKIE = "abilities_ui"
@@ -152,10 +152,7 @@ class Gate:
 
     def session(self, cookie_header: str | None) -> Session | None:
         """The session the request's cookie names, or None."""
-        value = _cookie(cookie_header or "", COOKIE)
-        if not value:
-            return None
-        return next((s for sid, s in self.sessions.items() if hmac.compare_digest(sid.encode(), value.encode())), None)
+        return cookie_session(self.sessions, cookie_header)
 
     def host_ok(self, host: str | None) -> bool:
         """The Host header names this server (a page on another name resolving here names that name)."""
@@ -163,15 +160,31 @@ class Gate:
 
     def origin_ok(self, origin: str | None, referer: str | None) -> bool:
         """The change comes from this server's page: its Origin, else (none sent) a Referer under its prefix."""
-        if origin is not None:
-            return origin == self.origin
-        return referer is not None and referer.startswith(self.home)
+        return from_page(origin, referer, self.origin, self.home)
 
     def cookie_header(self, session: Session) -> str:
         """Set-Cookie for a session: not readable by scripts, never sent from another site, sent only to the page's
         prefix (no other server on 127.0.0.1 gets it, whatever its port); no Secure, as this is plain http on
         loopback."""
         return f"{COOKIE}={session.session_id}; HttpOnly; SameSite=Strict; Path={self.base}/"
+
+
+S = TypeVar("S", bound=Session)
+
+
+def cookie_session(sessions: dict[str, S], cookie_header: str | None) -> S | None:
+    """The session a request's cookie names among `sessions` (compared in constant time), or None."""
+    value = _cookie(cookie_header or "", COOKIE)
+    if not value:
+        return None
+    return next((s for sid, s in sessions.items() if hmac.compare_digest(sid.encode(), value.encode())), None)
+
+
+def from_page(origin: str | None, referer: str | None, own_origin: str, home: str) -> bool:
+    """A change comes from the page itself: its Origin, else (none sent) a Referer under the page's address."""
+    if origin is not None:
+        return origin == own_origin
+    return referer is not None and referer.startswith(home)
 
 
 def csrf_ok(session: Session, header: str | None, body: bytes, content_type: str) -> bool:

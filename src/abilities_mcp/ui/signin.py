@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ..state.identities import Approvers, Identity
-from .auth import CALLBACK_PATH, COOKIE, Session, _cookie
+from .auth import CALLBACK_PATH, COOKIE, Session, _cookie, cookie_session, from_page
 from .oidc import PendingLogin, RelyingParty, discover
 
 BASE = "/ui"
@@ -121,10 +121,7 @@ class TeamGate:
         return self._rp
 
     def session(self, cookie_header: str | None) -> SignedIn | None:
-        value = _cookie(cookie_header or "", COOKIE)
-        if not value:
-            return None
-        found = next((s for sid, s in self.sessions.items() if hmac.compare_digest(sid.encode(), value.encode())), None)
+        found = cookie_session(self.sessions, cookie_header)
         if found is not None and found.expires_at <= self._clock():
             self.sessions.pop(found.session_id, None)
             return None
@@ -137,9 +134,7 @@ class TeamGate:
         return host is not None and host.lower() in self.hosts
 
     def origin_ok(self, origin: str | None, referer: str | None) -> bool:
-        if origin is not None:
-            return origin == self.origin
-        return referer is not None and referer.startswith(self.home)
+        return from_page(origin, referer, self.origin, self.home)
 
     def cookie_header(self, session: Session) -> str:
         secure = "; Secure" if self.secure else ""
