@@ -46,6 +46,8 @@ REDIRECT_URI = "http://127.0.0.1/callback"
 START_TIMEOUT_SECONDS = 30.0
 STOP_GRACE_SECONDS = 5.0
 HTTP_TIMEOUT_SECONDS = 10.0
+# How long the `short_lived` client's access tokens live (provider.mjs SHORT_TTL_SECONDS).
+SHORT_TTL_SECONDS = 4.0
 # Login, consent and the redirects between them take six requests; a loop past this is a bug.
 MAX_BROWSER_STEPS = 20
 

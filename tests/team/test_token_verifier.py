@@ -15,7 +15,7 @@ from mcp.server.auth.provider import AccessToken
 
 from abilities_mcp.server.tokens import BAD_CACHE_SECONDS, GOOD_CACHE_SECONDS, IntrospectionVerifier, identity_of
 from abilities_mcp.state.identities import Identity
-from provider_support import OidcProvider, revoke, start_provider, token_response, user_token
+from provider_support import SHORT_TTL_SECONDS, OidcProvider, revoke, start_provider, token_response, user_token
 
 SERVER_URL = "http://127.0.0.1:8123/mcp"
 
@@ -88,11 +88,15 @@ async def test_a_revoked_token_is_refused_at_once_when_unseen_and_within_a_minut
 
 
 async def test_a_token_is_refused_once_it_expires_even_when_cached(oidc_provider: OidcProvider) -> None:
+    asked = time.time()
     answer = token_response(oidc_provider, "dave", client=oidc_provider.short_lived)
     checking = verifier(oidc_provider)
     access = await checking.verify_token(str(answer["access_token"]))
-    assert access is not None and access.expires_at is not None
-    with anyio.fail_after(5):
+    if access is None:  # a machine so loaded that the token lapsed before its first use: refused, as it must be
+        assert time.time() - asked >= SHORT_TTL_SECONDS
+        return
+    assert access.expires_at is not None
+    with anyio.fail_after(SHORT_TTL_SECONDS + 5):
         while await checking.verify_token(str(answer["access_token"])) is not None:
             await anyio.sleep(0.05)
     assert time.time() >= access.expires_at
