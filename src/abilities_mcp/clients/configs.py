@@ -299,8 +299,13 @@ def _codex(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]
 
 
 def _codex_server(root: Path, name: str, argv: list[str], force: bool) -> list[Planned]:
-    """Codex's TOML is only appended to: there is no TOML writer that keeps the person's comments and layout."""
-    path, entry = root / ".codex" / "config.toml", {"command": argv[0], "args": [*argv[1:], "serve"]}
+    entry = {"command": argv[0], "args": [*argv[1:], "serve"]}
+    return [codex_server(root / ".codex" / "config.toml", name, entry, force)]
+
+
+def codex_server(path: Path, name: str, entry: dict[str, Any], force: bool) -> Planned:
+    """The server's table in Codex's config.toml (`init`, and `init --url`: clients/remote_configs.py). Only ever
+    appended to: there is no TOML writer that keeps the person's comments and layout."""
     # A JSON string is a TOML basic string, a JSON list of strings a TOML array (and the result is parsed back).
     table = f"[mcp_servers.{name}]\n" + "".join(
         f"{k} = {json.dumps(v, ensure_ascii=False)}\n" for k, v in entry.items()
@@ -313,13 +318,13 @@ def _codex_server(root: Path, name: str, argv: list[str], force: bool) -> list[P
             raise ConfigError(
                 f"{path}: appending [mcp_servers.{name}] would not add that server; add by hand:\n{table}"
             )
-        return [Planned(path, old, new)]
+        return Planned(path, old, new)
     if current != entry and force:
         raise ConfigError(
             f"{path}: init cannot safely rewrite TOML (your comments and layout would be lost) and changed nothing; "
             f"replace the [mcp_servers.{name}] table there by hand with:\n{table}"
         )
-    return [Planned(path, old, old, _kept(name, path) if current != entry else [])]
+    return Planned(path, old, old, _kept(name, path) if current != entry else [])
 
 
 def _toml_server(path: Path, text: str, name: str) -> Any:

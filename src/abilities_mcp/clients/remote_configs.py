@@ -10,7 +10,6 @@ Codex reads `bearer_token_env_var`), and VS Code asks for it once (a password in
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,16 @@ from urllib.parse import urlsplit
 
 from .configs import (
     OPENCODE_SCHEMA,
-    _kept,
     _plan_entry,
     _plan_plugin,
     _put_client_hooks,
     _put_cursor_hooks,
     _put_entry,
     _put_hooks,
-    _toml_server,
+    codex_server,
 )
 from .configs import init as configs_init
-from .planned import ConfigError, Planned, append_table, plan_json, read_text
+from .planned import ConfigError, Planned, plan_json
 from .remote import TOKEN_ENV
 
 MCP_PATH = "/mcp"
@@ -145,23 +143,7 @@ def _codex(root: Path, name: str, argv: list[str], force: bool, url: str) -> lis
     """Codex: `url` and `bearer_token_env_var` appended to config.toml (never rewritten), the hooks in hooks.json."""
     path, hooks = root / ".codex" / "config.toml", root / ".codex" / "hooks.json"
     entry = {"url": url + MCP_PATH, "bearer_token_env_var": TOKEN_ENV}
-    table = f"[mcp_servers.{name}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in entry.items())
-    old = read_text(path)
-    current = _toml_server(path, old, name)
-    if current is None:
-        new = append_table(old, table)
-        if _toml_server(path, new, name) != entry:
-            raise ConfigError(
-                f"{path}: appending [mcp_servers.{name}] would not add that server; add by hand:\n{table}"
-            )
-        server = Planned(path, old, new)
-    elif current != entry and force:
-        raise ConfigError(
-            f"{path}: init cannot safely rewrite TOML (your comments and layout would be lost) and changed nothing; "
-            f"replace the [mcp_servers.{name}] table there by hand with:\n{table}"
-        )
-    else:
-        server = Planned(path, old, old, _kept(name, path) if current != entry else [])
+    server = codex_server(path, name, entry, force)
     return [server, plan_json(hooks, lambda d: _put_client_hooks(d, argv, force, hooks, "codex", root, url))]
 
 
