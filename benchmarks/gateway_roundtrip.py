@@ -8,6 +8,11 @@ Two upstreams, each once behind abilities-mcp's gateway (gateway.json) and once 
 `tool_call` goes client → abilities-mcp → the gates (a workflows.json with a workflow that does not match, so they are
 checked) → the upstream and back. Each pair stays up; its calls alternate.
 
+Beside the echo pair runs the floor of any proxy, in the same rounds: a pass-through process made of the SDK's pieces
+(each line parsed as its stdio reader parses one and written as its writer writes one, each way), with no gates. Its
+ratio, on a detail line, is what one more process hop costs on this machine: the part of the gateway's that is not
+its own work.
+
     .venv/bin/python benchmarks/gateway_roundtrip.py [--quick]
 """
 
@@ -18,6 +23,7 @@ import json
 import os
 import sqlite3
 import statistics
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +53,45 @@ SQLITE_SERVER = (
     / "mcp-server-sqlite"
 )
 QUERY = {"query": "SELECT * FROM orders WHERE qty > 90"}
+# The floor of any proxy: one more process between client and upstream, doing only what the SDK's stdio transport does
+# with each line (parse it as a JSON-RPC message, write it back out), each way, on an event loop watching both pipes.
+PASS_THROUGH = """\
+import asyncio, os, subprocess, sys
+
+import mcp_types as types
+
+upstream = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+loop = asyncio.new_event_loop()
+done = loop.create_future()
+
+
+def relay(source, target):
+    pending = bytearray()
+
+    def readable():
+        chunk = os.read(source, 1 << 18)
+        if not chunk:
+            if not done.done():
+                done.set_result(None)
+            return
+        pending.extend(chunk)
+        while (end := pending.find(b"\\n")) >= 0:
+            line = bytes(pending[:end])
+            del pending[: end + 1]
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            data = message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\\n"
+            while data:
+                data = data[os.write(target, data) :]
+
+    loop.add_reader(source, readable)
+
+
+relay(0, upstream.stdin.fileno())
+relay(upstream.stdout.fileno(), 1)
+loop.run_until_complete(done)
+upstream.stdin.close()
+upstream.wait(5)
+"""
 
 
 def main() -> None:
@@ -57,12 +102,15 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp:
         tmp_path = Path(tmp)
-        pairs = [("gateway tool_call", "echo", write_floor_server(tmp_path), "echo", {"text": "hello"}, False)]
+        echo = write_floor_server(tmp_path)
+        (tmp_path / "pass_through.py").write_text(PASS_THROUGH)
+        through = [sys.executable, str(tmp_path / "pass_through.py"), *echo]
+        pairs = [("gateway tool_call", "echo", echo, "echo", {"text": "hello"}, False, through)]
         if SQLITE_SERVER.exists():
             command = [str(SQLITE_SERVER), "--db-path", str(_database(tmp_path / "shop.db"))]
-            pairs.append(("gateway tool_call sqlite", "read_query", command, "read_query", QUERY, False))
+            pairs.append(("gateway tool_call sqlite", "read_query", command, "read_query", QUERY, False, None))
             # The same with the client on the 2026-07-28 protocol, as Claude Code 2.1 speaks to the gateway.
-            pairs.append(("gateway tool_call sqlite 2026", "read_query", command, "read_query", QUERY, True))
+            pairs.append(("gateway tool_call sqlite 2026", "read_query", command, "read_query", QUERY, True, None))
         else:
             log(f"(no mcp-server-sqlite at {SQLITE_SERVER}: run the tests once to install it; its line is skipped)")
         results = [_compare(tmp_path / str(i), calls, *pair) for i, pair in enumerate(pairs)]
@@ -71,11 +119,17 @@ def main() -> None:
     for label, samples in results:
         for name, times in samples.items():
             log(f"  {name:28} {spread(times)}")
-        proxied, direct = samples.values()
+        proxied, direct, *floor = samples.values()
         added = statistics.median(proxied) - statistics.median(direct)
         log(f"  {label}: the gateway adds {ms(added)} ms a call (medians)")
+        for passed in floor:  # not a result line: run_all.py collects those by ": ratio "
+            hop = statistics.median(passed) - statistics.median(direct)
+            log(
+                f"  the floor of any proxy (a pass-through of the SDK's pieces, same rounds): "
+                f"{statistics.median(passed) / statistics.median(direct):.2f}x, one more hop adds {ms(hop)} ms a call"
+            )
     for label, samples in results:
-        proxied, direct = samples.values()
+        proxied, direct, *_ = samples.values()
         print(final_line(label, proxied, direct, GOAL, "calls"), flush=True)
 
 
@@ -88,8 +142,10 @@ def _compare(
     direct_tool: str,
     arguments: dict[str, Any],
     modern: bool,
+    pass_through: list[str] | None,
 ) -> tuple[str, dict[str, list[float]]]:
-    """The same tool through the gateway (its client on the 2026 protocol when `modern`) and directly, alternating."""
+    """The same tool through the gateway (its client on the 2026 protocol when `modern`) and directly, alternating;
+    with `pass_through`, also through that do-nothing proxy, in the same rounds."""
     root = folder / "project"
     root.mkdir(parents=True)
     (root / "gateway.json").write_text(
@@ -101,9 +157,13 @@ def _compare(
         abilities_argv(root, folder / "state"), env=env, cwd=root, stderr_path=folder / "server.stderr"
     )
     direct = StdioClient(upstream, env=env, cwd=root, stderr_path=folder / "upstream.stderr")
+    clients = [server, direct]
+    if pass_through is not None:
+        clients.append(StdioClient(pass_through, env=env, cwd=root, stderr_path=folder / "pass_through.stderr"))
     try:
         server.discover() if modern else server.initialize()
-        direct.initialize()  # upstreams on mcp<2 speak only the handshake era
+        for client in clients[1:]:
+            client.initialize()  # upstreams on mcp<2 speak only the handshake era
         proxied_call = {"tool": f"up__{tool}", "arguments": arguments}
         answer = server.call_tool("tool_call", proxied_call)  # starts the upstream, lists its tools
         assert answer["content"][0]["text"] == direct.call_tool(direct_tool, arguments)["content"][0]["text"], answer
@@ -111,9 +171,12 @@ def _compare(
             f"tool_call up__{tool}": lambda: server.call_tool("tool_call", proxied_call),
             f"direct {direct_tool}": lambda: direct.call_tool(direct_tool, arguments),
         }
+        if pass_through is not None:
+            proxy = clients[2]
+            contenders[f"pass-through {direct_tool}"] = lambda: proxy.call_tool(direct_tool, arguments)
         return label, measure(contenders, calls)
     finally:
-        for client in (server, direct):
+        for client in clients:
             client.close()
 
 
