@@ -92,6 +92,11 @@ def enable_for_short_process() -> bool:
     return _on
 
 
+def exporting() -> bool:
+    """Whether spans were recorded for an exporter that sends them at exit (a process must then exit normally)."""
+    return bool(_on)
+
+
 def span(
     name: str, attributes: Mapping[str, Any] | None = None, *, kind: str = "internal", carrier: Any = None
 ) -> AbstractContextManager[Span]:

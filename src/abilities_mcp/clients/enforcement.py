@@ -157,7 +157,8 @@ WRITE_WORDS = {
     "modify",
     "upsert",
 }
-_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+# The words of a tool's name (camelCase, snake_case); compiled by re on first use: a client's own tool never needs it.
+_WORDS = r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])"
 
 
 class Verdict(NamedTuple):
@@ -182,7 +183,7 @@ def kind(tool: str | Name) -> str:
     server_tool = tool.tool if isinstance(tool, Name) and tool.server is not None else _server_tool(raw)
     if server_tool is None:
         return "other"
-    words = [w.lower() for w in _WORDS.findall(server_tool)]
+    words = [w.lower() for w in re.findall(_WORDS, server_tool)]
     reads = bool(words) and words[0] in READ_VERBS and not WRITE_WORDS.intersection(words)
     return "read" if reads else "destructive"
 

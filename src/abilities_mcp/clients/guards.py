@@ -41,11 +41,12 @@ CLIENT_FILES = (
 # (approve, decide), trust in the files that decide gates (trust), or the client configs and hooks (init).
 # Matched a command part at a time, each once (_answer_command): one regex over the whole command tried the rest of
 # the part from every mention, quadratic (a command repeating `abilities-mcp ` took 58 s at 280 KB).
-_OUR_COMMAND = re.compile(r"abilities[-_]mcp\b")
-_ANSWER_WORD = re.compile(r"\b(approve|decide|trust|init)\b")
-_COMMAND_PART = re.compile(r"[^;&|\n]+")
+# Patterns as text, compiled by re on first use and cached there: most tool calls are neither shell nor write.
+_OUR_COMMAND = r"abilities[-_]mcp\b"
+_ANSWER_WORD = r"\b(approve|decide|trust|init)\b"
+_COMMAND_PART = r"[^;&|\n]+"
 # The clients' own commands that add, change or remove MCP servers in their configs (a server entry is a gate's).
-_CLIENT_CONFIG_COMMAND = re.compile(r"\b(claude|codex|gemini|opencode)\s+mcp\s+(add|add-json|remove|rm|reset)")
+_CLIENT_CONFIG_COMMAND = r"\b(claude|codex|gemini|opencode)\s+mcp\s+(add|add-json|remove|rm|reset)"
 # Tool argument keys that name the file a write tool changes (Claude Code, OpenCode).
 PATH_KEYS = ("file_path", "filePath", "notebook_path", "path")
 # Argument keys that hold a shell command.
@@ -55,7 +56,7 @@ WRITE_TOOLS = {"write", "edit", "multiedit", "notebookedit", "patch", "write_fil
 # Codex's apply_patch names its files inside the patch text (tool_input.command): these header lines.
 PATCH_TOOLS = {"apply_patch"}
 # `.*\S`, not `.+?\s*$`: a lazy name before trailing spaces tried every split of a run of spaces (quadratic).
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.*\S)", re.M)
+_PATCH_FILE = r"(?m)^\*\*\* (?:Add File|Update File|Delete File|Move to): (.*\S)"
 
 
 def refusal(tool: str, arguments: dict[str, Any], root: Path, state_dir: Path) -> str | None:
@@ -69,7 +70,8 @@ def refusal(tool: str, arguments: dict[str, Any], root: Path, state_dir: Path) -
         return _write_refusal(tool, target, root, state_dir) if target else None
     if name in PATCH_TOOLS:
         patch = _first(arguments, ("command", "patch", "input"))
-        targets = _PATCH_FILE.findall(patch) or ([_first(arguments, PATH_KEYS)] if _first(arguments, PATH_KEYS) else [])
+        named = _first(arguments, PATH_KEYS)
+        targets = re.findall(_PATCH_FILE, patch) or ([named] if named else [])
         return next((r for t in targets if (r := _write_refusal(tool, t, root, state_dir))), None)
     return None
 
@@ -77,9 +79,10 @@ def refusal(tool: str, arguments: dict[str, Any], root: Path, state_dir: Path) -
 def _answer_command(command: str) -> str | None:
     """The answer word (approve, decide, trust, init) after a mention of abilities-mcp in the same part of a shell
     command, or None. Only a part's first mention need be looked past: a later one's rest is inside the first's."""
-    for part in _COMMAND_PART.finditer(command):
-        mention = _OUR_COMMAND.search(part.group())
-        if mention is not None and (word := _ANSWER_WORD.search(part.group(), mention.end())) is not None:
+    answer_word = re.compile(_ANSWER_WORD)
+    for part in re.finditer(_COMMAND_PART, command):
+        mention = re.search(_OUR_COMMAND, part.group())
+        if mention is not None and (word := answer_word.search(part.group(), mention.end())) is not None:
             return word.group(1)
     return None
 
@@ -96,7 +99,7 @@ def _shell_refusal(tool: str, command: str, root: Path, state_dir: Path) -> str 
             "terminal: only a person trusts edited gates or sets up the client's hooks and servers, and an agent's "
             "tools never run it. Ask the user to review the change and run it."
         )
-    if found := _CLIENT_CONFIG_COMMAND.search(command):
+    if found := re.search(_CLIENT_CONFIG_COMMAND, command):
         return (
             f"abilities-mcp: {tool} refused: `{found.group(0)}` changes the MCP servers the client starts, which "
             "decide what gates the agent; only a person changes them. Ask the user to make the change."

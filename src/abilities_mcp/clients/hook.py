@@ -40,24 +40,27 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from .. import tracing
 from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
 from ..prerequisites.in_force import workflows_in_force
 from ..prerequisites.names import MCP_PREFIX, SEPARATOR, UNKNOWN_SERVER, Name, called, opencode, same, through
-from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV, SessionState, audited
 from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_json
-from ..state.claims import announce, mark_observed
 from ..state.database import BUSY_TIMEOUT_MS, Database, trust_store
-from ..state.owners import client_of
 from ..state.project import GATEWAY_FILE, Project
 from . import guards
 from .answers import DENY_EXIT, FAIL_OPEN_EXIT, Answer, joined, render
 from .enforcement import OWN_TOOLS, Verdict, kind, next_move, stop_verdict, tool_verdict, where
 from .payloads import EVENTS, KINDS, BadPayload, Call, event_name, parse
 from .position import Position, find, newest_of
-from .servers import Entry, cursor_server, is_ours, known_names, runs_abilities_mcp
+
+if TYPE_CHECKING:
+    from ..prerequisites.sessions import SessionState
+    from .servers import Entry
+
+# Imported where a decision needs them, not here: a call no workflow gates and no run holds (a Read) never loads the
+# session records, the audit trail, the announcements (claims.py) or the clients' configs (servers.py).
 
 # Permission modes in which Claude Code asks the person; elsewhere a `warn` workflow only tells the model.
 ASKING_MODES = {"default", "acceptEdits", "plan"}
@@ -288,8 +291,12 @@ class Hook:
     def _split(self) -> Name:
         call, root = self.call, self.project.root
         if call.client == "opencode":
+            from .servers import known_names
+
             return opencode(call.tool, lambda: known_names("opencode", root))
         if call.client == "cursor" and call.origin:
+            from .servers import cursor_server
+
             bare = call.tool.removeprefix(MCP_PREFIX)
             if self.caller is not None:  # the caller's .cursor/mcp.json is on their machine: its url names us
                 ours = bool(self.caller.url) and call.origin.rstrip("/").startswith(self.caller.url.rstrip("/"))
@@ -311,6 +318,8 @@ class Hook:
         if server is None or server == UNKNOWN_SERVER:
             return False
         if server not in self._ours:
+            from .servers import is_ours, runs_abilities_mcp
+
             if self.caller is not None:
                 self._ours[server] = same(server, self.caller.servers)
             elif self.call.client == "cursor":
@@ -351,6 +360,8 @@ class Hook:
         return [name for name, entry in servers.items() if isinstance(entry, dict) and entry.get("expose") == "all"]
 
     def session(self) -> SessionState:
+        from ..prerequisites.sessions import SessionState
+
         if self._ttl is None:
             self._ttl = _ttl(self.project)
         return SessionState(self.database(), self._ttl)
@@ -359,6 +370,7 @@ class Hook:
 def _ttl(project: Project) -> float:
     """$ABILITIES_SESSION_TTL, else the settings file's sessions.ttl (as trust allows), else 24 hours."""
     from ..durations import parse_duration
+    from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV
     from ..state.settings import chosen
 
     return chosen(project.root, "sessions.ttl", None, TTL_ENV, parse_duration, DEFAULT_TTL_SECONDS, project.state_dir)
@@ -393,6 +405,9 @@ def _announce(hook: Hook, name: str) -> None:
     """Tell the server which session this call to its tool `name` is from, when the client will not (claims.py)."""
     if hook.call.client not in ANNOUNCING_CLIENTS or not hook.call.session_id or hook.caller is not None:
         return  # (a team server names its callers' sessions by who they are, not by what a hook announced)
+    from ..state.claims import announce
+    from ..state.owners import client_of
+
     announce(hook.database(), hook.call.session_id, name, hook.call.arguments, client_of(os.getpid()))
 
 
@@ -416,6 +431,8 @@ def _mark_observed(hook: Hook) -> None:
     what they saw)."""
     if hook.name.tool not in MARKING_TOOLS or not hook.call.session_id:
         return
+    from ..state.claims import mark_observed
+
     try:
         mark_observed(hook.database(), hook.call.session_id, hook.call.client)
     except (sqlite3.Error, OSError, RuntimeError):
@@ -456,6 +473,8 @@ def _workflow_answer(hook: Hook, tool: Name) -> Answer:
             ) from exc
         raise
     result = check(found, tool, "", done, how=RECORDED_BY_HOOK, observer=HOOKS_SEE, arguments=arguments)
+    from ..prerequisites.sessions import audited
+
     try:
         audited(hook.database(), result, hook.call.session_id, "hook", hook.call.client)
     except (sqlite3.Error, OSError, RuntimeError):

@@ -57,7 +57,8 @@ KINDS = {
     "stop": "stop",
 }
 # The line Gemini CLI ends a shell command's result with when the command failed (packages/core/src/tools/shell.ts).
-_GEMINI_EXIT = re.compile(r"^Exit Code: (-?\d+)$", re.M)
+# (Compiled by re on first use: only Gemini CLI's AfterTool of a shell command reads it.)
+_GEMINI_EXIT = r"(?m)^Exit Code: (-?\d+)$"
 
 # The payload fields each client sends that we read, and their JSON types (null counts as absent).
 _CLAUDE_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -223,7 +224,9 @@ def _gemini_failed(tool: str, response: Any) -> bool:
     if response.get("error"):
         return True
     text = response.get("llmContent")
-    return tool == "run_shell_command" and isinstance(text, str) and any(c != "0" for c in _GEMINI_EXIT.findall(text))
+    if tool != "run_shell_command" or not isinstance(text, str):
+        return False
+    return any(c != "0" for c in re.findall(_GEMINI_EXIT, text))
 
 
 def _parse_cursor(client: str, kind: str, data: dict[str, Any], event: str) -> Call:
