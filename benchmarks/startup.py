@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from _harness import (
+    FLOOR_SERVER,
     StdioClient,
     abilities_argv,
     final_line,
@@ -26,8 +28,17 @@ from _harness import (
 ABILITIES = 500
 SKILLS = 2000
 RUNS, QUICK_RUNS = 15, 3
-# Our start-up may cost at most 15% more than the bare SDK's: importing the engine is allowed, scanning is not.
-GOAL_RATIO = 1.15
+# Our start-up may cost at most 10% more than the bare SDK's: importing the engine is allowed, scanning is not.
+GOAL_RATIO = 1.10
+
+
+def write_quiet_floor(folder: Path) -> list[str]:
+    """The floor with the collector off while it starts, as `serve` starts (cli/main.py): a detail line, so what our
+    own code adds shows apart from what that gives the SDK's import too."""
+    path = folder / "floor_quiet_gc.py"
+    text = FLOOR_SERVER.replace('server.run("stdio")', 'gc.freeze()\n    gc.enable()\n    server.run("stdio")')
+    path.write_text("import gc\n\ngc.disable()\n" + text)
+    return [sys.executable, str(path)]
 
 
 def time_startup(argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> tuple[float, float]:
@@ -59,6 +70,7 @@ def main() -> None:
         contenders = {
             "server": abilities_argv(root, tmp_path / "state"),
             "floor": write_floor_server(tmp_path),
+            "floor gc-off": write_quiet_floor(tmp_path),
         }
         log(f"startup: {ABILITIES} abilities, {SKILLS} skills under {root}; {runs} interleaved runs each")
         for name, argv in contenders.items():  # warm-up: page cache, .pyc files, the state database
@@ -72,8 +84,9 @@ def main() -> None:
 
     for name, pairs in samples.items():
         init = statistics.median(p[0] for p in pairs) * 1000
-        log(f"  {name:6} initialize reply: median {init:.0f} ms; tools/list reply: {spread([p[1] for p in pairs])}")
-    server, floor = ([listed for _, listed in samples[name]] for name in ("server", "floor"))
+        log(f"  {name:12} initialize reply: median {init:.0f} ms; tools/list reply: {spread([p[1] for p in pairs])}")
+    server, floor, quiet = ([listed for _, listed in samples[name]] for name in samples)
+    log(f"  server vs the floor with the collector off too: {statistics.median(server) / statistics.median(quiet):.2f}")
     print(final_line("startup", server, floor, GOAL_RATIO, "runs"), flush=True)
 
 

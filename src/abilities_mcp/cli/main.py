@@ -5,6 +5,7 @@ run it over stdio. The other commands read the same files and the same state for
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -35,6 +36,9 @@ PR_SET_DUMPABLE = 4
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
+    # Start-up builds hundreds of thousands of objects (the SDK's and our pydantic models) and frees almost none:
+    # the collector's passes over them are a tenth of the server's start. It comes back once the command is ready.
+    gc.disable()
     args = parse_args(None if argv is None else list(argv))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     project = Project.resolve(args.root, args.state_dir, args.state)
@@ -57,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(notice, file=sys.stderr)  # never stdout: it carries the protocol
     if command in STATE_COMMANDS and (code := _state_ready(project)) is not None:
         return code
+    if command != "serve":
+        settled()
     try:
         return COMMANDS[command](project, args)
     except BrokenPipeError:  # `abilities-mcp schema ability | head`: the reader left, which is fine
@@ -72,6 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StateFileError as exc:  # a PostgreSQL state that went away mid-command: its message names it and the fix
         print(f"abilities-mcp: {exc}", file=sys.stderr)
         return 2
+
+
+def settled() -> None:
+    """Start-up is over: what it built stays for the process's life, so the collector leaves it out (freeze) from
+    now on, and collects what the work makes."""
+    gc.freeze()
+    gc.enable()
 
 
 def _not_a_project(root) -> str | None:
@@ -117,6 +130,7 @@ def serve(project: Project, args: argparse.Namespace) -> int:
     server = create_server(
         project, history_runs=args.history_runs, history_days=args.history_days, session_ttl=args.session_ttl
     )
+    settled()
 
     async def run() -> None:
         async with anyio.create_task_group() as tg:
@@ -131,6 +145,7 @@ def serve(project: Project, args: argparse.Namespace) -> int:
 
 def _serve_http(project: Project, args: argparse.Namespace) -> int:
     """The team server over streamable HTTP (server/http.py), until a signal."""
+    settled()
     from ..server.http import Listen, TeamOptions, serve_http
     from ..state.identities import Approvers
 

@@ -7,6 +7,10 @@ import sys
 
 # What `decide` answers after a failed step (on_failure: ask).
 DECISIONS = ["retry", "continue", "stop"]
+# The clients `init` and `hook` take, as help shows them; argparse checks a value against the clients' own lists,
+# imported only then (tests/cli/test_cli.py holds the two in step).
+INIT_CLIENTS = "claude, opencode, cursor, vscode, codex, gemini, desktop"
+HOOK_CLIENTS = "claude, codex, cursor, gemini, opencode"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -192,17 +196,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _client_parsers(sub, common: argparse.ArgumentParser) -> None:
-    from ..clients.configs import CLIENTS
-    from ..clients.hook import EVENTS
+class _Imported:
+    """A list of choices imported only when argparse checks a value: the clients' modules cost tens of milliseconds
+    to import, and `serve`, the command a client starts, never reads them (a metavar keeps usage from listing it)."""
 
+    def __init__(self, load):
+        self._load = load
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __contains__(self, value) -> bool:
+        return value in self._load()
+
+
+def _init_clients() -> list[str]:
+    from ..clients.configs import CLIENTS
+
+    return CLIENTS
+
+
+def _hook_clients() -> list[str]:
+    from ..clients.payloads import EVENTS
+
+    return sorted(EVENTS)
+
+
+def _client_parsers(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("hook", parents=[common], help="answer a client hook event (reads its JSON on stdin)")
-    p.add_argument("client", choices=sorted(EVENTS))
-    p.add_argument("event", help="; ".join(f"{client}: {', '.join(events)}" for client, events in EVENTS.items()))
+    p.add_argument("client", choices=_Imported(_hook_clients), metavar="CLIENT", help=f"one of {HOOK_CLIENTS}")
+    p.add_argument("event", help="the event as the client names it, e.g. PreToolUse (docs/clients.md lists them)")
     p.add_argument("--url", help="team mode: the team server that decides (token from $ABILITIES_TOKEN)")
     _history_options(p, argparse.SUPPRESS)
     p = sub.add_parser("init", parents=[common], help="write or merge a client's config (server entry and hooks)")
-    p.add_argument("client", choices=CLIENTS)
+    p.add_argument("client", choices=_Imported(_init_clients), metavar="CLIENT", help=f"one of {INIT_CLIENTS}")
     p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     p.add_argument("--name", default="abilities", help="the server's name in the client (default: abilities)")
     p.add_argument(
