@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import textwrap
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -21,6 +22,17 @@ from support import TEST_RETRY_BASE
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `slow` what the quick subset, `pytest -m "not slow"`, leaves out (tests/quick_subset.py says which)."""
     mark_slow(items)
+
+
+# Workers per core for `-n auto`: most tests wait on processes they started (clients, servers, the CLI), so a core
+# carries two; more only queue for the CPU. Capped: each worker starts its own PostgreSQL and OpenID provider.
+WORKERS_PER_CORE, MAX_WORKERS = 2, 8
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (README's test command): two workers per core this process may use, at most MAX_WORKERS."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(2, min(MAX_WORKERS, WORKERS_PER_CORE * cores))
 
 
 def pytest_configure(config: pytest.Config) -> None:
