@@ -191,14 +191,13 @@ def search(listing: Listing, task: str, limit: int) -> list[Found]:
     """The tools that fit a task, best first (the skill router over `server__tool` and `_text`); a tool its
     own description calls deprecated goes after the others that fit (server-filesystem's read_file, which says to
     use read_text_file instead, shares all its words)."""
-    by_name = {e.qualified: e for e in listing.entries}
-    router = _router(tuple((e.qualified, e.name, e.description, _parameters(e)) for e in listing.entries))
+    index = _index(listing.entries)
     said = data_said(task)
-    routed = router.route(f"{task}. {said}" if said else task, limit + DEPRECATED_SLACK)
+    routed = index.router.route(f"{task}. {said}" if said else task, limit + DEPRECATED_SLACK)
     why = [f"a task about data: searched as {said!r} too"] if said else []
-    found = [Found(by_name[m.name], m.score, m.reasons + why) for m in routed]
-    found.sort(key=lambda f: bool(_DEPRECATED.search(f.entry.description)))  # stable: the router's order otherwise
-    return found[:limit]
+    found = [(index.position[m.name], m) for m in routed]
+    found.sort(key=lambda pair: pair[0] in index.deprecated)  # stable: the router's order otherwise
+    return [Found(listing.entries[i], m.score, m.reasons + why) for i, m in found[:limit]]
 
 
 def data_said(task: str) -> str:
@@ -216,11 +215,43 @@ def _parameters(entry: Entry) -> tuple[str, ...]:
     return tuple(properties) if isinstance(properties, dict) else ()
 
 
+class _Index(NamedTuple):
+    """What a search needs from one tool list, worked out once for it."""
+
+    router: Router
+    position: dict[str, int]  # server__tool -> its place in the list (the last, for a name listed twice)
+    deprecated: frozenset[int]  # the places of tools whose own description calls them deprecated
+
+
+# Indexes by the identities of the entries they were built from, the entries held with them so no id is reused.
+_BY_IDENTITY: dict[tuple[int, ...], tuple[list[Entry], _Index]] = {}
+
+
+@by_identity(ROUTERS_KEPT)
+def _index(entries: list[Entry]) -> _Index:
+    """The index for a list of entries: by the list (a listing searched again), else by its entries' identities (a
+    listing discovered again: each upstream's entries are made once per tool list), else by their contents (a
+    listing read from the tool cache has new entries each time); each much cheaper than the next."""
+    ids = tuple(map(id, entries))
+    kept = _BY_IDENTITY.get(ids)
+    if kept is not None:
+        return kept[1]
+    index = _index_of(tuple((e.server, e.name, e.description, _parameters(e)) for e in entries))
+    if len(_BY_IDENTITY) >= ROUTERS_KEPT:
+        del _BY_IDENTITY[next(iter(_BY_IDENTITY))]
+    _BY_IDENTITY[ids] = (list(entries), index)
+    return index
+
+
 @functools.lru_cache(maxsize=ROUTERS_KEPT)
-def _router(tools: tuple[tuple[str, str, str, tuple[str, ...]], ...]) -> Router:
+def _index_of(tools: tuple[tuple[str, str, str, tuple[str, ...]], ...]) -> _Index:
     """The router's index over these tools, built once: indexing 2,000 tools takes far longer than a query."""
+    qualified = [f"{server}{SEPARATOR}{name}" for server, name, _, _ in tools]
+    texts = [_text(name, description, parameters) for _, name, description, parameters in tools]
     # No "nothing fits" test: a gateway offers its best tools; declining is for skills, where none is a fine answer.
-    return Router(((qualified, _text(*tool)) for qualified, *tool in tools), fit_test=False)
+    router = Router(zip(qualified, texts, strict=True), fit_test=False)
+    deprecated = frozenset(i for i, (_, _, description, _) in enumerate(tools) if _DEPRECATED.search(description))
+    return _Index(router, {q: i for i, q in enumerate(qualified)}, deprecated)
 
 
 def _text(name: str, description: str, parameters: tuple[str, ...]) -> str:
