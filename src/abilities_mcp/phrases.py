@@ -7,8 +7,8 @@ means the same everywhere. Stdlib only: the hook imports it.
 from __future__ import annotations
 
 import re
+from collections import namedtuple
 from collections.abc import Iterable
-from typing import NamedTuple
 
 # Only the head of a request is searched: real requests are far shorter, and a pasted log must not cost more.
 MAX_TEXT_CHARS = 10_000
@@ -20,8 +20,10 @@ MAX_PATTERN_TEXT_CHARS = 2_000
 PATTERN_WEIGHT = 3
 
 
-class Trigger(NamedTuple):
+class Trigger(namedtuple("Trigger", "label regex weight reach")):
     """One keyword or pattern, compiled, with what it adds to the score and how it is reported."""
+
+    __slots__ = ()
 
     label: str  # "keyword:ship it" | "pattern:deploy.*to.*prod"
     regex: re.Pattern[str] | None  # a keyword's phrase; None for an author's pattern (matched with a time bound)

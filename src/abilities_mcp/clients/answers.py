@@ -6,7 +6,12 @@ code and context). Stdlib only (the hook's path).
 from __future__ import annotations
 
 import json
-from typing import IO, Any, NamedTuple
+from collections import namedtuple
+
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 # Claude Code cuts hook output strings here.
 MAX_OUTPUT_CHARS = 10_000
@@ -14,14 +19,16 @@ MAX_OUTPUT_CHARS = 10_000
 DENY_EXIT, FAIL_OPEN_EXIT = 2, 1
 
 
-class Answer(NamedTuple):
+class Answer(namedtuple("Answer", "deny ask context block_stop message", defaults=("", "", "", "", ""))):
     """What the hook says; empty fields say nothing."""
 
-    deny: str = ""  # refuse the tool call, telling the model why
-    ask: str = ""  # let the person decide (Claude Code), telling them why
-    context: str = ""  # for the model, the call going ahead
-    block_stop: str = ""  # keep the agent working, telling it why
-    message: str = ""  # for the person
+    __slots__ = ()
+
+    deny: str  # = ""; refuse the tool call, telling the model why
+    ask: str  # = ""; let the person decide (Claude Code), telling them why
+    context: str  # = ""; for the model, the call going ahead
+    block_stop: str  # = ""; keep the agent working, telling it why
+    message: str  # = ""; for the person
 
 
 def joined(*parts: str) -> str:

@@ -15,7 +15,7 @@ Pure functions, stdlib only: the hook runs them on every tool call.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from collections import namedtuple
 
 from ..prerequisites.gates import name_of
 from ..prerequisites.names import UNKNOWN_SERVER, Name, matches, wanted
@@ -161,12 +161,14 @@ WRITE_WORDS = {
 _WORDS = r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])"
 
 
-class Verdict(NamedTuple):
+class Verdict(namedtuple("Verdict", "decision reason context", defaults=("", ""))):
     """The hook's answer for one tool call: deny with a reason, or allow (with context for the model, maybe)."""
 
+    __slots__ = ()
+
     decision: str  # allow | deny
-    reason: str = ""  # why it was denied
-    context: str = ""  # what the model should know even though the call goes ahead
+    reason: str  # = ""; why it was denied
+    context: str  # = ""; what the model should know even though the call goes ahead
 
 
 ALLOW = Verdict("allow")
@@ -320,12 +322,14 @@ def interrupted(position: Position) -> str:
     )
 
 
-class StopVerdict(NamedTuple):
+class StopVerdict(namedtuple("StopVerdict", "block reason message", defaults=("", ""))):
     """Whether the agent may end its turn, and what the model (reason) or the person (message) is told."""
 
+    __slots__ = ()
+
     block: bool
-    reason: str = ""  # to the model, when blocked
-    message: str = ""  # to the person
+    reason: str  # = ""; to the model, when blocked
+    message: str  # = ""; to the person
 
 
 def stop_verdict(position: Position | None, stop_hook_active: bool) -> StopVerdict:

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections import namedtuple
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from ..state.project import LEGACY_STATE_DIR, PROJECTS_FOLDER, STATE_FOLDER, user_state_home
+
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Files and folders that decide what gates the agent, relative to the project and to the home folder.
 CLIENT_FILES = (
@@ -124,8 +129,10 @@ def _write_refusal(tool: str, target: str, root: Path, state_dir: Path) -> str |
     return None
 
 
-class Place(NamedTuple):
+class Place(namedtuple("Place", "shown paths needles")):
     """One protected file or folder: how a message shows it, where it is, and the texts that name it."""
+
+    __slots__ = ()
 
     shown: str
     paths: tuple[str, ...]

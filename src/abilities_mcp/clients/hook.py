@@ -38,9 +38,9 @@ import os
 import sqlite3
 import sys
 import time
+from collections import namedtuple
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from .. import tracing
 from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
@@ -55,7 +55,11 @@ from .enforcement import OWN_TOOLS, Verdict, kind, next_move, stop_verdict, tool
 from .payloads import EVENTS, KINDS, BadPayload, Call, event_name, parse
 from .position import Position, find, newest_of
 
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import IO, Any
+
     from ..prerequisites.sessions import SessionState
     from .servers import Entry
 
@@ -84,12 +88,14 @@ BUDGET_SECONDS = 5.0
 BUDGET_ENV = "ABILITIES_HOOK_BUDGET"
 
 
-class Caller(NamedTuple):
+class Caller(namedtuple("Caller", "owner servers url", defaults=("",))):
     """A team server's caller, when the hook runs on the server for a remote client (cli/team_hooks.py)."""
+
+    __slots__ = ()
 
     owner: str  # the prefix of the caller's sessions, as the server names them (server/session.py `_team_session`)
     servers: frozenset[str]  # this server's names in the caller's client configs (remote.py reads them there)
-    url: str = ""  # the server's address in the caller's configs (Cursor names a server by its url)
+    url: str  # = ""; the server's address in the caller's configs (Cursor names a server by its url)
 
     def session(self, call_session: str) -> str:
         """The caller's session as the server files it: `<owner>:<the client's id>`, so that no one reaches another

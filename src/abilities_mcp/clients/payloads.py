@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, NamedTuple
+from collections import namedtuple
 
 from ..prerequisites.names import MCP_PREFIX
 from .enforcement import kind
+
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 EVENTS = {
     "claude": ("PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"),
@@ -105,8 +110,20 @@ class BadPayload(ValueError):
     """The client's JSON is not what its hook event sends: the call goes ahead (exit 1) with this reason."""
 
 
-class Call(NamedTuple):
+class Call(
+    namedtuple(
+        "Call",
+        (
+            "client kind session_id tool result prompt subagent "
+            "stop_hook_active permission_mode source cwd skill arguments "
+            "failed server origin"
+        ),
+        defaults=(None, {}, False, None, ""),
+    )
+):
     """One hook event, in the same terms whichever client sent it."""
+
+    __slots__ = ()
 
     client: str
     kind: str  # before | after | prompt | start | stop
@@ -119,11 +136,11 @@ class Call(NamedTuple):
     permission_mode: str
     source: str  # SessionStart: startup | resume | clear | compact
     cwd: str
-    skill: str | None = None  # the skill a skill tool call loads, when it says
-    arguments: dict[str, Any] = {}  # the tool's arguments (a shell command, the file a write tool changes)
-    failed: bool = False  # after: the tool failed (an MCP result with isError, a shell command's error)
-    server: str | None = None  # the MCP server the payload names (Gemini CLI's mcp_context)
-    origin: str = ""  # Cursor: the command or url of the MCP server called (it sends no server name)
+    skill: str | None  # = None; the skill a skill tool call loads, when it says
+    arguments: dict[str, Any]  # = {}; the tool's arguments (a shell command, the file a write tool changes)
+    failed: bool  # = False; after: the tool failed (an MCP result with isError, a shell command's error)
+    server: str | None  # = None; the MCP server the payload names (Gemini CLI's mcp_context)
+    origin: str  # = ""; Cursor: the command or url of the MCP server called (it sends no server name)
 
 
 def event_name(client: str, event: str) -> str | None:

@@ -18,10 +18,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import namedtuple
 from collections.abc import Callable
-from typing import Any, NamedTuple
 
 from ..state.owners import Owner, client_of, owner_alive
+
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 LIVE = ("pending", "running", "awaiting_agent", "awaiting_approval", "awaiting_decision")
 # Nested abilities are at most this deep (a guard against a cycle in a damaged file, not a product limit).
@@ -35,8 +40,18 @@ _RUN_COLUMNS = (
 _STRICTNESS = ("loose", "normal", "strict")
 
 
-class Position(NamedTuple):
+class Position(
+    namedtuple(
+        "Position",
+        (
+            "run_id ability enforcement status inner_run step_id "
+            "step_type description agent skill tools question owner_alive"
+        ),
+    )
+):
     """A live run and the step it is at (the innermost one, through child runs)."""
+
+    __slots__ = ()
 
     run_id: str  # the top-level run: the one to cancel
     ability: str

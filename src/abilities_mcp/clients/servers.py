@@ -11,11 +11,16 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import namedtuple
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from . import jsonc
+
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # init's default --name: this server's name in a client whose configs name no server that runs abilities-mcp.
 DEFAULT_NAME = "abilities"
@@ -32,8 +37,10 @@ MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _OPENCODE_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-class Entry(NamedTuple):
+class Entry(namedtuple("Entry", "name argv url")):
     """One configured server: how the client starts it (a command and its arguments) or reaches it (a url)."""
+
+    __slots__ = ()
 
     name: str
     argv: tuple[str, ...]

@@ -66,8 +66,13 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections import namedtuple
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 RULE_TOOL = "Bash"
 # The clients' shell tools, lowercase: Claude Code, Codex hooks and OpenCode (bash), Cursor (shell), Gemini CLI
@@ -168,8 +173,10 @@ _SHELL_BUILTINS = (".", "source", "eval")
 _NESTING = frozenset({"eval", "git", *_TEXT_BUILTINS})
 
 
-class ShellRule(NamedTuple):
+class ShellRule(namedtuple("ShellRule", "words prefix raw")):
     """A shell-command rule: its words as the shell splits them, whether it is a prefix rule, and the trigger."""
+
+    __slots__ = ()
 
     words: tuple[str, ...]
     prefix: bool

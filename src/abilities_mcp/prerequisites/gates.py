@@ -12,12 +12,17 @@ it was seen: a self-report (workflow_record) does not count there.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, NamedTuple
 
 from ..phrases import phrase
 from .names import UNKNOWN_SERVER, Name, called, matches, same, wanted
 from .workflows import Prerequisite, Workflow, WorkflowSet
+
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 VERDICTS = ("allow", "suggest", "warn", "deny")  # weakest first
 MODE_VERDICT = {"enforce": "deny", "warn": "warn", "suggest": "suggest"}
@@ -30,18 +35,21 @@ MAX_TASK_CHARS = 10_000
 # agent (workflow_record).
 OBSERVED, REPORTED = "observed", "reported"
 
-Done = Mapping[str, Mapping[int, Sequence[Any]]]  # workflow -> step -> its records (server, how), one per server
+# workflow -> step -> its records (server, how), one per server
+Done = Mapping[str, Mapping[int, Sequence[object]]]
 
 
-# NamedTuples, not dataclasses: the hook runs this module on every tool call (see workflows.py).
-class Observer(NamedTuple):
+# namedtuples, not dataclasses nor typing.NamedTuple: the hook runs this module on every tool call (see workflows.py).
+class Observer(namedtuple("Observer", "upstreams hooks offers", defaults=(frozenset(), False, {}))):
     """Who sees this session's tool calls run, so that only what they saw counts as evidence."""
 
-    upstreams: frozenset[str] = frozenset()  # the servers behind this server's gateway: it makes their calls
-    hooks: bool = False  # the session's client runs this server's hooks, which see every tool call it makes
+    __slots__ = ()
+
+    upstreams: frozenset[str]  # = frozenset(); the servers behind this server's gateway: it makes their calls
+    hooks: bool  # = False; the session's client runs this server's hooks, which see every tool call it makes
     # The tools of the upstreams whose listing is at hand (server -> tool names, lowercase): a tool such an upstream
     # does not offer (a client's own tool named by a bare prerequisite) is not the gateway's to see.
-    offers: Mapping[str, frozenset[str]] = {}  # a NamedTuple default: never mutated
+    offers: Mapping[str, frozenset[str]]  # = {}; a shared default: never mutated
 
     def sees(self, server: str | None, tool: str) -> bool:
         """Whether a call of `tool` on `server` (None: a client's own tool) is seen when it runs."""
@@ -65,8 +73,10 @@ NOBODY = Observer()
 EVERYONE = Observer(hooks=True)  # as if every call were seen: only what was seen counts
 
 
-class Matched(NamedTuple):
+class Matched(namedtuple("Matched", "workflow verdict reasons missing optional done")):
     """One workflow a call triggered, and where this session stands with it."""
+
+    __slots__ = ()
 
     workflow: Workflow
     verdict: str
@@ -76,8 +86,10 @@ class Matched(NamedTuple):
     done: list[Prerequisite]
 
 
-class Check(NamedTuple):
+class Check(namedtuple("Check", "verdict tool matched message next_calls")):
     """The answer to "may this tool run now?"."""
+
+    __slots__ = ()
 
     verdict: str
     tool: str
@@ -274,15 +286,17 @@ def message(verdict: str, tool: str, matched: list[Matched], how: str = RECORD_Y
     return "\n".join(lines)
 
 
-class RecordPlan(NamedTuple):
+class RecordPlan(namedtuple("RecordPlan", "record already refused watched", defaults=([],))):
     """What recording one tool does: the steps it completes, and the steps it may not complete yet."""
+
+    __slots__ = ()
 
     record: list[tuple[Workflow, Prerequisite]]
     already: list[tuple[Workflow, Prerequisite]]
     refused: list[tuple[Workflow, Prerequisite, Prerequisite]]  # (workflow, step, the earlier step it waits for)
     # Enforced steps a self-report may not complete: someone sees that tool run (the server it runs on, or None for
     # the client's hooks), and only what they saw counts.
-    watched: list[tuple[Workflow, Prerequisite, str | None]] = []  # a NamedTuple default: plans pass their own
+    watched: list[tuple[Workflow, Prerequisite, str | None]]  # = []; a shared default: plans pass their own
 
 
 def plan_record(

@@ -13,8 +13,8 @@ Stdlib only: the hook splits the name of every tool call.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable, Collection
-from typing import NamedTuple
 
 MCP_PREFIX = "mcp__"
 SEPARATOR = "__"
@@ -24,13 +24,15 @@ SEPARATOR = "__"
 UNKNOWN_SERVER = "?"
 
 
-class Name(NamedTuple):
+class Name(namedtuple("Name", "server tool raw whole", defaults=(True,))):
     """A tool as called (or as a workflow names it): its server and its own name."""
+
+    __slots__ = ()
 
     server: str | None  # None: no server (a client's own tool; in a workflow, a tool of any server)
     tool: str  # the tool's own name, whole
     raw: str  # as written
-    whole: bool = True  # False: a name nobody could split (OpenCode's, of no known server): `tool` is all of it
+    whole: bool  # = True; False: a name nobody could split (OpenCode's, of no known server): `tool` is all of it
 
 
 def wanted(name: str) -> Name:

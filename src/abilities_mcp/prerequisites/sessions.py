@@ -11,7 +11,7 @@ transaction, so two recorders queue and neither loses the other's record. Stdlib
 from __future__ import annotations
 
 import time
-from typing import NamedTuple
+from collections import namedtuple
 
 from ..state import audit
 from ..state.acting import ACTING
@@ -28,19 +28,22 @@ MAX_RESULT_CHARS = 200
 FORGET_AFTER_SECONDS = 7 * 86400.0
 
 
-class Completion(NamedTuple):
+class Completion(namedtuple("Completion", "workflow step tool result at server how", defaults=(None, OBSERVED))):
     """One prerequisite recorded in a session."""
+
+    __slots__ = ()
 
     workflow: str
     step: int
     tool: str
     result: str | None
     at: float
-    server: str | None = None  # the server it ran on; None: a client's own tool (or a report naming none)
-    how: str = OBSERVED  # observed | reported
+    server: str | None  # = None; the server it ran on; None: a client's own tool (or a report naming none)
+    how: str  # = OBSERVED; observed | reported
 
 
-class SessionInfo(NamedTuple):
+class SessionInfo(namedtuple("SessionInfo", "session_id started_at expires_at")):
+    __slots__ = ()
     session_id: str
     started_at: float
     expires_at: float

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections import namedtuple
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import Diagnostic, did_you_mean
 from ..files import Unreadable, read_bytes
 
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .commands import ShellRule
 
 MODES = ("enforce", "warn", "suggest")
@@ -39,10 +43,14 @@ MAX_FILE_BYTES = 1_000_000
 TOOL_CACHE = Path(".opencode") / "agent-skill-tools.json"
 
 
-# Records here are NamedTuples and plain classes, not dataclasses: the hook reads this module on every tool call,
-# and importing dataclasses (it pulls in inspect) would cost it a third of a bare Python start.
-class Prerequisite(NamedTuple):
+# Records here are collections.namedtuple subclasses and plain classes: the hook reads this module on every tool
+# call. Not dataclasses (importing them pulls in inspect, a third of a bare Python start), nor typing.NamedTuple,
+# which compiles every field's annotation into a ForwardRef (about 0.1 ms a field, 10 ms over the hook's records).
+# The annotations in each body are for readers; the fields and their defaults are the namedtuple's.
+class Prerequisite(namedtuple("Prerequisite", "step tool description required params arguments", defaults=({},))):
     """One tool that must have run before the workflow's trigger tools may."""
+
+    __slots__ = ()
 
     step: int
     tool: str
@@ -50,20 +58,30 @@ class Prerequisite(NamedTuple):
     required: bool
     params: dict[str, Any]
     # The gateway's arguments when it runs this step itself: "$args.x" is the gated call's argument x.
-    arguments: dict[str, Any] = {}  # a NamedTuple default: shared, never mutated
+    arguments: dict[str, Any]  # = {}; a shared default: never mutated
 
 
-class Approval(NamedTuple):
+class Approval(namedtuple("Approval", "expires prompt four_eyes", defaults=(False,))):
     """A person's yes that each call the workflow triggers needs (`approval` in workflows.json)."""
+
+    __slots__ = ()
 
     expires: float  # seconds a yes stays usable, and a request waits for one
     prompt: str  # what the person is asked; "" for the default wording
-    four_eyes: bool = False  # a yes only from a signed-in approver other than the caller (a team server's page)
+    four_eyes: bool  # = False; a yes only from a signed-in approver other than the caller (a team server's page)
 
 
-class Workflow(NamedTuple):
+class Workflow(
+    namedtuple(
+        "Workflow",
+        ("name description mode enabled category tools keywords prerequisites source approval commands"),
+        defaults=(None, ()),
+    )
+):
     """One entry of workflows.json, read and checked; prerequisites in step order (none for a workflow whose gate is
     a person's approval alone)."""
+
+    __slots__ = ()
 
     name: str
     description: str
@@ -74,8 +92,8 @@ class Workflow(NamedTuple):
     keywords: tuple[str, ...]
     prerequisites: tuple[Prerequisite, ...]
     source: str  # the file it came from
-    approval: Approval | None = None  # each call it triggers needs a person's yes
-    commands: tuple[ShellRule, ...] = ()  # the shell rules among `tools` (`Bash(git push --force:*)`), parsed
+    approval: Approval | None  # = None; each call it triggers needs a person's yes
+    commands: tuple[ShellRule, ...]  # = (); the shell rules among `tools` (`Bash(git push --force:*)`), parsed
 
     def prerequisite(self, step: int) -> Prerequisite:
         return next(p for p in self.prerequisites if p.step == step)
@@ -119,8 +137,10 @@ class WorkflowSet:
         return any(path == name or path.startswith((f"{name}.", f"{name}[")) for name in self.workflows)
 
 
-class Source(NamedTuple):
+class Source(namedtuple("Source", "path raw problems")):
     """One file's bytes as read once: what is parsed is what is compared with the version a person trusted."""
+
+    __slots__ = ()
 
     path: Path
     raw: bytes | None  # None: there is no such file (or no trusted version of it)

@@ -22,9 +22,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, NamedTuple
+from collections import namedtuple
 
 from .acting import ACTING
+
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # The fields of an entry after its id, in the order they are hashed and stored.
 FIELDS = ("at", "kind", "session_id", "client", "tool", "verdict", "rule", "reason", "actor", "channel", "detail")
@@ -42,8 +47,12 @@ PRUNE_EVERY = 500
 _COLUMNS = "id, " + ", ".join(FIELDS) + ", prev, hash"
 
 
-class Entry(NamedTuple):
+class Entry(
+    namedtuple("Entry", ("id at kind session_id client tool verdict rule reason actor channel detail prev hash"))
+):
     """One entry of the trail as stored."""
+
+    __slots__ = ()
 
     id: int
     at: float
@@ -67,8 +76,10 @@ class Entry(NamedTuple):
         return out
 
 
-class Broken(NamedTuple):
+class Broken(namedtuple("Broken", "entry at problem")):
     """The first entry where the chain does not hold, and what is wrong with it."""
+
+    __slots__ = ()
 
     entry: int
     at: float | None

@@ -7,16 +7,18 @@ the advisory lock the process holds for its life (replicas.py), what says whethe
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from collections import namedtuple
 
 
-class Owner(NamedTuple):
+class Owner(namedtuple("Owner", "pid start replica host", defaults=(None, None))):
     """Who drives a run, as its row records it (runs.owner_pid, owner_start, owner_replica, owner_host)."""
+
+    __slots__ = ()
 
     pid: int | None
     start: int | None
-    replica: int | None = None  # the replica's lock key on PostgreSQL; None on SQLite
-    host: str | None = None  # where `pid` means something (this_host); None on SQLite, one machine
+    replica: int | None  # = None; the replica's lock key on PostgreSQL; None on SQLite
+    host: str | None  # = None; where `pid` means something (this_host); None on SQLite, one machine
 
 
 def this_owner() -> Owner:

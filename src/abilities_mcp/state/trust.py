@@ -23,9 +23,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FOLDER = "trust"
 # Blobs are what a person read and trusted; a file the loaders would refuse for its size is not kept either.
@@ -49,8 +54,10 @@ def new_note(what: str) -> str:
     )
 
 
-class Record(NamedTuple):
+class Record(namedtuple("Record", "sha256 at how origin")):
     """One trusted file: the hash of the content trusted, when, by which command (trust, init), from where."""
+
+    __slots__ = ()
 
     sha256: str
     at: float
