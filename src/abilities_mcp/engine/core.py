@@ -34,7 +34,7 @@ from .machine import (
     apply_step,
 )
 from .nesting import ChildRuns
-from .process import KILL_GRACE_SECONDS, MARKER_VAR, SpawnError, run_script
+from .process import KILL_GRACE_SECONDS, MARKER_VAR, SHOW_AFTER_SECONDS, SpawnError, run_script
 from .reaper import Reaper
 from .recovery import recover_orphans
 from .replicas import HANDED_OVER, Replicas
@@ -368,11 +368,19 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
         except ValueError as exc:
             return self._fail_unstarted(live, step.id, event, started, str(exc))
         env[MARKER_VAR] = f"{live.run_id}:{step.id}"
+        shown = False
 
         def spawned(pgid: int) -> None:
-            # The start and its process group in one write: recovery can always find what to kill.
-            self.reaper.watch(pgid)
-            self._step_event(live, step.id, event, pgid=pgid, **started)
+            self.reaper.watch(pgid)  # from now on the group dies with this process, however it dies
+            started["pgid"] = pgid
+
+        def show(pgid: int) -> None:
+            # The start and its process group in one write. A step that ends before it is shown has its start
+            # written with its end (one commit, not two); recovery finds its processes by the marker meanwhile.
+            nonlocal shown
+            if not shown:
+                shown = True
+                self._step_event(live, step.id, event, **started)
 
         spool = Spool(spool_path(self.store.folder, live.run_id, step.id))
         try:
@@ -383,11 +391,18 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
                 timeout=step_timeout(step),
                 on_start=spawned,
                 on_end=self.reaper.release,
+                on_show=show,
+                # replicas take a dead one's runs over from what is recorded: there, every start is, at once
+                show_after=0.0 if self.store.replicated else SHOW_AFTER_SECONDS,
                 spool=spool.write,
                 **needles(step),
             )
         except SpawnError as exc:
             return self._fail_unstarted(live, step.id, event, started, str(exc))
+        except BaseException:
+            if "pgid" in started:  # stopped before it was shown: it did start, so it is cancelled, not skipped
+                show(started["pgid"])
+            raise
         finally:
             spool.close()
         problem = check_result(step, result, cwd)
@@ -402,8 +417,12 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
             finished_at=time.time(),
             error=problem,
         )
-        live.outputs[step.id].update(output=output, exit_code=result.exit_code)
-        self._step_event(live, step.id, StepEvent.FAIL if problem else StepEvent.SUCCEED, **fields)
+        live.outputs.setdefault(step.id, {}).update(output=output, exit_code=result.exit_code)
+        ended = StepEvent.FAIL if problem else StepEvent.SUCCEED
+        if shown:
+            self._step_event(live, step.id, ended, **fields)
+        else:
+            self._step_event(live, step.id, ended, first=(event, started["started_at"]), **{**started, **fields})
         return problem
 
     def _fail_unstarted(self, live: LiveRun, step_id: str, event: StepEvent, started: dict, problem: str) -> str:
@@ -470,10 +489,16 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
         if live.parent is not None:
             self._mirror(live)
 
-    def _step_event(self, live: LiveRun, step_id: str, event: StepEvent, **fields: Any) -> None:
+    def _step_event(
+        self, live: LiveRun, step_id: str, event: StepEvent, *, first: tuple[StepEvent, float] | None = None, **fields
+    ) -> None:
+        """Apply `event` to the step and write it with `fields`; `first`: an event before it and when, in the same
+        write (a short script step's start)."""
         current = live.outputs.get(step_id, {}).get("status", StepState.PENDING)
+        if first is not None:
+            current = apply_step(current, first[0])
         status = apply_step(current, event)
-        self.store.update_step(live.run_id, step_id, event, fields.get("error"), status=status, **fields)
+        self.store.update_step(live.run_id, step_id, event, fields.get("error"), first=first, status=status, **fields)
         live.outputs.setdefault(step_id, {})["status"] = status
         verb = {StepState.RUNNING: "started"}.get(status, status.value)
         live.notify(f"step {step_id} {verb}")

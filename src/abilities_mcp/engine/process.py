@@ -31,6 +31,11 @@ TAIL_BYTES = 24 * 1024
 DRAIN_SECONDS = 2.0
 # Bytes read from a pipe at a time.
 READ_CHUNK = 64 * 1024
+# A step is shown (its start recorded, its output spooled for `logs --follow`) once it has run this long or printed
+# this much: most steps end sooner, and then their start and end are one write. Nothing reported is lost if the
+# server dies before: the watchdog knows the group at once, recovery finds the processes by their marker.
+SHOW_AFTER_SECONDS = 0.05
+SHOW_AFTER_BYTES = 64 * 1024
 # Marks every step process's environment, so recovery can tell our leftovers from strangers with a reused pgid.
 MARKER_VAR = "ABILITIES_MCP_STEP"
 # prctl(2) option: orphaned descendants are re-parented to this process instead of init.
@@ -129,14 +134,18 @@ async def run_script(
     timeout: float,
     on_start: Callable[[int], None] = lambda pgid: None,
     on_end: Callable[[int], None] = lambda pgid: None,
+    on_show: Callable[[int], None] = lambda pgid: None,
+    show_after: float = 0.0,
     stdout_needles: tuple[str, ...] = (),
     stderr_needles: tuple[str, ...] = (),
     spool: Callable[[bytes], None] = lambda chunk: None,
 ) -> ScriptResult:
     """Run `sh -c command` in its own process group; cancellation kills the group before it propagates.
 
-    `on_start(pgid)` runs once the group exists and `on_end(pgid)` once it is dead, whatever ended the step; `spool`
-    gets both streams' chunks as they arrive (the live view `logs --follow` reads).
+    `on_start(pgid)` runs once the group exists and `on_end(pgid)` once it is dead, whatever ended the step;
+    `on_show(pgid)` once the step has run `show_after` seconds (or printed SHOW_AFTER_BYTES), never for one that
+    ended sooner; `spool` gets both streams' chunks as they arrive (the live view `logs --follow` reads), from
+    when the step is shown, starting with what it printed before.
     """
     started = time.monotonic()
     try:
@@ -150,12 +159,20 @@ async def run_script(
     eof = (anyio.Event(), anyio.Event())
     timed_out = False
     RUNNING[pgid] = (out, err)
+    shown = _Shown(pgid, on_show, spool)
     try:
         on_start(pgid)
+        if show_after <= 0:
+            shown.show()
         async with anyio.create_task_group() as readers:
-            readers.start_soon(_pump, process.stdout, out, eof[0], spool)
-            readers.start_soon(_pump, process.stderr, err, eof[1], spool)
+            readers.start_soon(_pump, process.stdout, out, eof[0], shown.write)
+            readers.start_soon(_pump, process.stderr, err, eof[1], shown.write)
             with anyio.move_on_after(timeout) as deadline:
+                if not shown.shown:
+                    with anyio.move_on_after(show_after):
+                        await wait_exit(process)
+                    if process.returncode is None:
+                        shown.show()
                 await wait_exit(process)
             timed_out = deadline.cancelled_caught
             with anyio.CancelScope(shield=True):
@@ -173,6 +190,8 @@ async def run_script(
                 anyio.notify_closing(pipe)
                 pipe.close()
         RUNNING.pop(pgid, None)
+        if process.returncode is not None:  # reaped: its pid may be reused by anyone, an escaped process too
+            _SPAWNED.discard(process.pid)
         on_end(pgid)
     return ScriptResult(
         pgid=pgid,
@@ -185,6 +204,34 @@ async def run_script(
         timed_out=timed_out,
         found={f"stdout:{n}" for n in out.found} | {f"stderr:{n}" for n in err.found},
     )
+
+
+class _Shown:
+    """Whether a step is shown yet, and the output it printed before, held back from the spool until it is."""
+
+    def __init__(self, pgid: int, on_show: Callable[[int], None], spool: Callable[[bytes], None]):
+        self.pgid, self.on_show, self.spool = pgid, on_show, spool
+        self.shown = False
+        self.held: list[bytes] = []
+        self.size = 0
+
+    def show(self) -> None:
+        if self.shown:
+            return
+        self.shown = True
+        self.on_show(self.pgid)
+        for chunk in self.held:
+            self.spool(chunk)
+        self.held.clear()
+
+    def write(self, chunk: bytes) -> None:
+        if self.shown:
+            self.spool(chunk)
+            return
+        self.held.append(chunk)
+        self.size += len(chunk)
+        if self.size >= SHOW_AFTER_BYTES:  # a flood is worth watching live, however young
+            self.show()
 
 
 class SpawnError(Exception):
@@ -388,9 +435,20 @@ async def _reap(pid: int) -> None:
 def kill_leftovers(pgid: int, marker: str) -> bool:
     """Kill a dead server's step processes, in the step's group or escaped from it, only if they carry the step's
     marker; True if any were killed."""
+    return _kill_marked(lambda value: value == marker)
+
+
+def kill_run_leftovers(run_id: str) -> bool:
+    """kill_leftovers for every step of a run, recorded as started or not (a step is recorded once shown)."""
+    prefix = f"{run_id}:"
+    return _kill_marked(lambda value: value.startswith(prefix))
+
+
+def _kill_marked(wanted: Callable[[str], bool]) -> bool:
     killed = False
     for pid in _pids():
-        if _has_marker(pid, marker):
+        value = _marker(pid)
+        if value is not None and wanted(value):
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed = True
@@ -400,8 +458,18 @@ def kill_leftovers(pgid: int, marker: str) -> bool:
 
 
 def _has_marker(pid: int, marker: str) -> bool:
+    return _marker(pid) == marker
+
+
+def _marker(pid: int) -> str | None:
+    """The step marker in a process's environment, None when it has none (or is gone, or not ours to read)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
-            return f"{MARKER_VAR}={marker}".encode() in fh.read().split(b"\0")
+            environ = fh.read()
     except OSError:
-        return False
+        return None
+    key = f"{MARKER_VAR}=".encode()
+    for entry in environ.split(b"\0"):
+        if entry.startswith(key):
+            return entry[len(key) :].decode("utf-8", "replace")
+    return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..state.spool import remove_spools
 from ..state.store import Store
 from .machine import RunEvent, StepEvent, StepState, apply_run, apply_step
-from .process import kill_leftovers
+from .process import kill_run_leftovers
 
 
 def recover_orphans(store: Store) -> list[str]:
@@ -20,10 +20,11 @@ def recover_orphans(store: Store) -> list[str]:
         )
         if not store.claim_orphan(run, apply_run(run.status, RunEvent.INTERRUPT), error):
             continue  # another process recovered or adopted it first
+        # Every step's, not only those recorded running: a step that ended or died within its first moments was
+        # never recorded as started (process.SHOW_AFTER_SECONDS), and its marker names it all the same.
+        kill_run_leftovers(run.run_id)
         for step in run.steps:
             if step.status in (StepState.RUNNING, StepState.AWAITING):
-                if step.pgid:
-                    kill_leftovers(step.pgid, f"{run.run_id}:{step.step_id}")
                 status = apply_step(step.status, StepEvent.CANCEL)
                 store.update_step(
                     run.run_id,

@@ -147,13 +147,25 @@ class Store(Database):
             )
             self._event(run_id, None, event, detail)
 
-    def update_step(self, run_id: str, step_id: str, event: str, detail: str | None = None, **fields: Any) -> None:
-        """Change a step's fields and log the event, atomically."""
+    def update_step(
+        self,
+        run_id: str,
+        step_id: str,
+        event: str,
+        detail: str | None = None,
+        *,
+        first: tuple[str, float] | None = None,
+        **fields: Any,
+    ) -> None:
+        """Change a step's fields and log the event, atomically; `first`: an event that came before it and when (a
+        short step's start, written with its end in one commit)."""
         with self.transaction() as db:
             db.execute(
                 f"UPDATE steps SET {', '.join(f'{k}=?' for k in fields)} WHERE run_id=? AND step_id=?",
                 (*fields.values(), run_id, step_id),
             )
+            if first is not None:
+                self._event(run_id, step_id, first[0], None, at=first[1])
             self._event(run_id, step_id, event, detail)
 
     def answer(self, run_id: str, question_id: str, answer: dict[str, Any], step_id: str | None = None) -> bool:
@@ -199,10 +211,10 @@ class Store(Database):
         rows = self.db.execute("SELECT * FROM runs WHERE parent_run=? ORDER BY started_at", (run_id,)).fetchall()
         return [self._with_steps(r) for r in rows]
 
-    def _event(self, run_id: str, step_id: str | None, event: str, detail: str | None) -> None:
+    def _event(self, run_id: str, step_id: str | None, event: str, detail: str | None, at: float | None = None) -> None:
         self.db.execute(
             "INSERT INTO events (run_id, step_id, event, detail, at, actor) VALUES (?,?,?,?,?,?)",
-            (run_id, step_id, event, detail, time.time(), ACTING.get()),
+            (run_id, step_id, event, detail, time.time() if at is None else at, ACTING.get()),
         )
 
     def get_run(self, run_id: str) -> RunRecord | None:
