@@ -52,7 +52,7 @@ def ready_lane(version: str = "2025-11-25", *, exposed: bool = False) -> tuple[L
         exposed = {
             "exposed_name": lambda self, name: name.startswith("db__"),
             "to_tell": lambda self, session: False,
-            "call_now": lambda self, *_: None,  # not started at once: the lane gives it a task
+            "ready_now": lambda self, *_: None,  # not ready to start at once: the lane gives it a task
         }
         lane.exposed = type("Exposed", (), exposed)()  # type: ignore[assignment]
     lane.take(request("initialize", {"protocolVersion": version}, id=0))
@@ -134,6 +134,33 @@ def test_on_a_2026_connection_a_call_is_taken_when_its_envelope_passes_the_sdks_
     assert not lane.take(request("initialize", {"protocolVersion": "2025-11-25"}, id=1))  # refused by the SDK there
     assert lane.take(call(_meta={**MODERN_ENVELOPE, "progressToken": 3}))
     assert [started[-1] for started in tasks.started] == ["2026-07-28"]  # answered in the envelope's version
+
+
+def test_while_a_workflow_may_ask_a_person_a_call_not_ready_at_once_goes_the_sdks_way() -> None:
+    lane, tasks = ready_lane()
+    asked: list[bool] = []
+    lane.asks_person = lambda: asked.append(True) or True  # type: ignore[func-returns-value]
+    lane.call_now = lambda *_: None  # type: ignore[assignment]  # Proxy.ready_now declines (a workflow may ask)
+
+    assert not lane.take(call())  # the SDK's context shows the client's form
+    assert asked == [True]
+    assert tasks.started == []
+
+
+def test_a_call_ready_at_once_is_started_without_asking_whether_a_person_may_be_asked() -> None:
+    lane, tasks = ready_lane()
+    lane.asks_person = lambda: pytest.fail("read the workflows a second time")  # type: ignore[assignment]
+    sessions: list[str] = []
+
+    def go(session_id: str, progress: Any, finish: Any) -> Any:
+        sessions.append(session_id)
+        return SimpleNamespace(cancel=lambda: None)
+
+    lane.call_now = lambda *_: go  # type: ignore[assignment]  # Proxy.ready_now: nothing to wait for
+
+    assert lane.take(call())
+    assert sessions == ["s1"]  # its session found once, for the call kept
+    assert tasks.started == []  # started in the callback, no task
 
 
 async def test_a_cancellation_is_taken_only_for_a_call_the_lane_holds() -> None:

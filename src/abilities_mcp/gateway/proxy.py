@@ -29,11 +29,14 @@ from ..state.claims import observed
 from .arguments import Unfilled, fill, schema_problems
 from .config import Gateway, GatewayConfig
 from .directory import Entry, Listing, UnknownTool, discover, discover_now, resolve, split
+from .memo import by_identity
 from .person import Ask, person_says_yes
 from .upstreams import Progress, Started, UpstreamError, Upstreams
 
 # A prerequisite the gateway runs is tried this many times before the workflow is aborted (the seed's rule).
 PREREQUISITE_ATTEMPTS = 3
+# What the gates say of an upstream tool no workflow triggers on, kept for this many (workflows version, tool) pairs.
+GATES_KEPT = 4096
 
 
 class BadArguments(AbilitiesError):
@@ -75,8 +78,11 @@ class Outcome(NamedTuple):
     attempts: int = 1  # how many times the main call was sent (more only when retried: read-only, tool_batch)
 
 
-# Where a call started without a task ends (Proxy.call_now): handed a function that returns its Outcome or raises.
+# Where a call started without a task ends (Proxy.ready_now): handed a function that returns its Outcome or raises.
 Finished = Callable[[Callable[[], "Outcome"]], None]
+# A call Proxy.ready_now found ready, started for a session: (session_id, done, progress) -> Started, or None when it
+# must wait after all (prerequisites to run first).
+Ready = Callable[[str, Finished, Progress | None], Started | None]
 
 
 class Planned(NamedTuple):
@@ -157,13 +163,15 @@ class Proxy:
         notes = [f"approved by {said.answered_by} ({said.channel}, {said.call_id}), used by this call"] if said else []
         return Outcome(entry, result, Gate(first.verdict, ran, _warnings(after) + notes + self._notes(found)), sent)
 
-    def call_now(
-        self, name: str, arguments: dict[str, Any], session_id: str, done: Finished, progress: Progress | None = None
-    ) -> Started | None:
+    def ready_now(self, name: str, arguments: dict[str, Any]) -> Ready | None:
         """`call` from a loop callback, without a task, for a call that needs nothing waited for before it is sent:
-        its upstream up and listed, its arguments fitting, no prerequisite to run. `done` is handed a function that
-        returns the Outcome or raises as `call` does. None when the call is not such a call (nothing was sent,
-        nothing was recorded): `call` is the way then, and says why when it fails."""
+        its upstream up and listed, its arguments fitting, no prerequisite to run, no workflow that may ask a
+        person. This half reads and writes nothing of a session (the call resolved against a listing already made,
+        its arguments checked, the workflows in force read once); the Ready it returns gates and sends the call for
+        a session, and hands `done` a function that returns the Outcome or raises as `call` does. None, here or
+        from the Ready, when the call is not such a call (nothing was sent, nothing was recorded): `call` is the
+        way then, and says why when it fails. A workflow that may ask a person makes every call the SDK's, whose
+        context shows the client's form (server/lane.py)."""
         server = split(name, self.config)[0]
         listing = discover_now(self.config, self.upstreams, only=server)
         if listing is None:
@@ -175,28 +183,39 @@ class Proxy:
         if schema_problems(entry.input_schema, arguments):
             return None
         found = self.workflows.current()
-        first = self._gate(found, entry, session_id, listing, arguments)
-        if first.verdict == "deny" or asking(first.matched):  # prerequisites to run, or a person to wait for
+        if _asks_a_person(found):
             return None
-        gate = Gate(first.verdict, [], _warnings(first) + self._notes(found))
-
-        def outcome(result: CallToolResult) -> Outcome:
-            if not result.is_error and _is_prerequisite(found, gated(entry)):
-                self._record(session_id, found, entry, result, listing)
-            return Outcome(entry, result, gate)
-
         upstream = self.config.upstreams[entry.server]
-        return self.upstreams.connection(upstream).call_now(
-            entry.name, arguments, lambda result: done(lambda: outcome(result())), progress
-        )
+
+        def go(session_id: str, done: Finished, progress: Progress | None = None) -> Started | None:
+            first = self._gate(found, entry, session_id, listing, arguments)
+            if first.verdict == "deny" or asking(first.matched):  # prerequisites to run, or a person to wait for
+                return None
+            gate = Gate(first.verdict, [], _warnings(first) + self._notes(found))
+
+            def outcome(result: CallToolResult) -> Outcome:
+                if not result.is_error and _is_prerequisite(found, gated(entry)):
+                    self._record(session_id, found, entry, result, listing)
+                return Outcome(entry, result, gate)
+
+            return self.upstreams.connection(upstream).call_now(
+                entry.name, arguments, lambda result: done(lambda: outcome(result())), progress
+            )
+
+        return go
 
     def _gate(
         self, found: WorkflowSet, entry: Entry, session_id: str, listing: Listing, arguments: dict[str, Any]
     ) -> Check:
         """Every workflow's verdict for calling `entry` in this session; the records are read only when a workflow
-        is triggered (most calls trigger none), and count only where the gateway (or a hook) saw them run."""
-        unrecorded = check(found, gated(entry), "", {}, arguments=arguments)
-        if not unrecorded.matched:
+        is triggered (most calls trigger none: that answer is worked out once per workflows version and tool), and
+        count only where the gateway (or a hook) saw them run."""
+        tool = gated(entry)
+        if tool.server:  # an upstream's tool, as always: what triggers on it never reads the call's arguments
+            untriggered = _untriggered(found, tool)
+            if untriggered is not None:
+                return untriggered
+        elif not (unrecorded := check(found, tool, "", {}, arguments=arguments)).matched:
             return unrecorded
         done = self.sessions.done(session_id)
         result = check(found, gated(entry), "", done, observer=self._seen(session_id, listing), arguments=arguments)
@@ -316,8 +335,25 @@ def gated(entry: Entry) -> Name:
     return Name(entry.server, entry.name, entry.qualified)
 
 
+@by_identity(GATES_KEPT)
+def _untriggered(found: WorkflowSet, tool: Name) -> Check | None:
+    """The gates' answer for a call of an upstream tool that no workflow triggers on; None when one does. What
+    triggers on an upstream tool is its name and its category, never its arguments (a shell rule is for the client's
+    own shell tool) nor a task (a call has none), so the answer holds for a workflows version."""
+    unrecorded = check(found, tool, "", {})
+    return None if unrecorded.matched else unrecorded
+
+
+@by_identity(GATES_KEPT)
+def _asks_a_person(found: WorkflowSet) -> bool:
+    """Whether any enabled workflow wants a person's yes for the calls it gates, once per workflows version."""
+    return any(w.approval is not None for w in found.enabled())
+
+
+@by_identity(GATES_KEPT)
 def _is_prerequisite(found: WorkflowSet, tool: Name) -> bool:
-    """Whether any enabled workflow lists the tool as a prerequisite (only then has a call of it to be recorded)."""
+    """Whether any enabled workflow lists the tool as a prerequisite (only then has a call of it to be recorded),
+    worked out once per workflows version and tool."""
     return any(tool_matches(tool, p.tool) for w in found.enabled() for p in w.prerequisites)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.subscriptions import SubscriptionBus, ToolsListChanged
@@ -25,6 +25,9 @@ from ..prerequisites.in_force import Workflows
 from ..prerequisites.sessions import SessionState
 from .forms import era_of, session_asker
 from .session import session_of_request
+
+if TYPE_CHECKING:
+    from .gateway_tools import Finish, Go
 
 log = logging.getLogger(__name__)
 # How long tools/list waits for the exposed upstreams to list their tools: one that is slower is left out of this
@@ -144,24 +147,23 @@ class ExposedTools:
             return _refused(str(exc))
         return _passed_through(outcome)
 
-    def call_now(
-        self,
-        session: Any,
-        name: str,
-        arguments: Any,
-        session_id: str,
-        progress: Progress | None,
-        finish: Callable[[Callable[[], CallToolResult]], None],
-    ) -> Started | None:
-        """`call` started from a loop callback when nothing has to be waited for before it is sent (Proxy.call_now):
-        `finish` is handed a function that returns its result. None when it must take `call`'s way."""
+    def ready_now(self, session: Any, name: str, arguments: Any) -> Go | None:
+        """`call` ready to start from a loop callback when nothing has to be waited for before it is sent
+        (Proxy.ready_now): its Go starts it for a session, handing `finish` a function that returns its result.
+        None when it must take `call`'s way."""
         if session.upstreams is None or not isinstance(arguments, dict):
             return None  # `call` refuses it, saying why
+        ready = self._proxy(session).ready_now(name, arguments)
+        if ready is None:
+            return None
 
-        def finished(outcome: Callable[[], Outcome]) -> None:
-            finish(lambda: _answer_of(outcome))
+        def go(session_id: str, progress: Progress | None, finish: Finish) -> Started | None:
+            def finished(outcome: Callable[[], Outcome]) -> None:
+                finish(lambda: _answer_of(outcome))
 
-        return self._proxy(session).call_now(name, arguments, session_id, finished, progress)
+            return ready(session_id, finished, progress)
+
+        return go
 
     def _proxy(self, session: Any) -> Proxy:
         """The gateway's calls for this connection: its upstreams and its session records."""

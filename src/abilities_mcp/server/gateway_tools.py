@@ -132,8 +132,10 @@ PROXIES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_worl
 CallThrough = Callable[[Any, str, dict[str, Any], str, Progress | None], Awaitable[CallToolResult]]
 # Where tool_call started without a task ends: handed a function that returns its result or raises as call_through.
 Finish = Callable[[Callable[[], CallToolResult]], None]
-# tool_call started without a task (session, tool, arguments, session_id, progress, finish); None when it must wait.
-CallNow = Callable[[Any, str, dict[str, Any], str, Progress | None, Finish], Started | None]
+# A call ready to start without a task: (session_id, progress, finish) -> Started, or None when it must wait after all.
+Go = Callable[[str, Progress | None, Finish], Started | None]
+# tool_call ready to start without a task (session, tool, arguments); None when it must wait.
+CallNow = Callable[[Any, str, dict[str, Any]], Go | None]
 
 
 class GatewayCalls(NamedTuple):
@@ -169,15 +171,21 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
         )
         return _result(outcome)
 
-    def call_now(
-        session: Any, tool: str, arguments: dict[str, Any], session_id: str, progress: Progress | None, finish: Finish
-    ) -> Started | None:
-        """tool_call started at once when nothing has to be waited for first (Proxy.call_now); None otherwise."""
+    def call_now(session: Any, tool: str, arguments: dict[str, Any]) -> Go | None:
+        """tool_call ready to start at once when nothing has to be waited for first (Proxy.ready_now); None
+        otherwise. Finding that out reads nothing of the call's session: the lane claims it only for a call it
+        keeps."""
+        ready = proxy_of(session).ready_now(tool, arguments)
+        if ready is None:
+            return None
 
-        def finished(outcome: Callable[[], Outcome]) -> None:
-            finish(lambda: _result(outcome()))
+        def go(session_id: str, progress: Progress | None, finish: Finish) -> Started | None:
+            def finished(outcome: Callable[[], Outcome]) -> None:
+                finish(lambda: _result(outcome()))
 
-        return proxy_of(session).call_now(tool, arguments, session_id, finished, progress)
+            return ready(session_id, finished, progress)
+
+        return go
 
     refreshing: set[str] = set()  # cache files a background refresh is writing now
 
@@ -333,19 +341,21 @@ def _call_result(item: batch.Item) -> CallResult:
 def _result(outcome: Outcome) -> Any:
     """The upstream's content as this call's content (its warnings after it), the gate in structured content."""
     gate = outcome.gate
-    info = _gate_info(gate)
     result = outcome.result
-    output = ToolCallOutput(
-        tool=outcome.entry.qualified,
-        server=outcome.entry.server,
-        is_error=bool(result.is_error),
-        text=batch.text_of(result),
-        structured_content=result.structured_content,
-        gate=info,
-    )
+    # ToolCallOutput's dump, made directly: every value already has its field's type (the hot path's, once a call).
+    output = {
+        "tool": outcome.entry.qualified,
+        "server": outcome.entry.server,
+        "is_error": bool(result.is_error),
+        "text": batch.text_of(result),
+        "structured_content": result.structured_content,
+        "gate": {
+            "verdict": gate.verdict,
+            "ran_prerequisites": [r._asdict() for r in gate.ran],
+            "warnings": list(gate.warnings),
+        },
+    }
     notes = [f"[gateway] ran first: {r.tool} (workflow {r.workflow!r}, step {r.step})" for r in gate.ran]
     notes += [f"[gateway] {w}" for w in gate.warnings]
     extra = [TextContent(type="text", text="\n".join(notes))] if notes else []
-    return CallToolResult(
-        content=[*result.content, *extra], structured_content=output.model_dump(), is_error=result.is_error
-    )
+    return CallToolResult(content=[*result.content, *extra], structured_content=output, is_error=result.is_error)

@@ -9,8 +9,9 @@ whose errors are the canonical ones. Progress goes out as the SDK's `report_prog
 `notifications/cancelled` for a call the lane holds cancels it, and the call is not answered, as the SDK does.
 
 A call the gateway can send without waiting for anything (its upstream up and listed, its arguments fitting, no
-prerequisite to run: gateway/proxy.py `Proxy.call_now`) is started right in the loop's callback that read its line,
-and answered from the callback that reads the upstream's; any other gets a task of its own (`_answer`).
+prerequisite to run, no workflow that may ask a person: gateway/proxy.py `Proxy.ready_now`) is started right in the
+loop's callback that read its line, and answered from the callback that reads the upstream's; any other gets a task
+of its own (`_answer`), or is the SDK's when a workflow may ask a person (its context shows the client's form).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ..errors import AbilitiesError
 if TYPE_CHECKING:
     from ..gateway.upstreams import Started
     from .exposed import ExposedTools
-    from .gateway_tools import CallNow, CallThrough
+    from .gateway_tools import CallNow, CallThrough, Go
     from .session import Session
 
 log = logging.getLogger(__name__)
@@ -105,9 +106,12 @@ class Lane:
             elif message.method == "tools/call" and (version := self._version_for(message.params)) is not None:
                 work = self._work(message.params)
                 if work is not None:
+                    go = self._ready(message.id, message.params, exposed=work == self._exposed_call)
+                    if go is None and self.asks_person is not None and self.asks_person():
+                        return False  # it may wait for a person's yes: the SDK's way, whose context shows the form
                     span = _span(message.id, message.params, version)
                     with span.current():
-                        work = self._now_or_later(message.id, message.params, work, version, span)
+                        work = self._now_or_later(message.id, message.params, work, version, span, go)
                         if work is None:
                             return True
                         assert self._tasks is not None
@@ -162,8 +166,6 @@ class Lane:
         """What to do for a tools/call the lane can take; None for any the SDK must judge."""
         if not isinstance(params, dict) or not params.keys() <= _PARAMS:
             return None
-        if self.asks_person is not None and self.asks_person():
-            return None
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(params.get("_meta", {}), dict) or not isinstance(arguments, dict | None):
             return None
@@ -174,7 +176,13 @@ class Lane:
         return None
 
     def _now_or_later(
-        self, request_id: types.RequestId, params: dict[str, Any], work: Work, version: str, span: tracing.Span
+        self,
+        request_id: types.RequestId,
+        params: dict[str, Any],
+        work: Work,
+        version: str,
+        span: tracing.Span,
+        go: Go | None,
     ) -> Work | None:
         """The call started at once (None), or its work for a task. Either way its session is found here, once: an
         announcement the hook made for it (state/claims.py) is used up by the claim."""
@@ -183,9 +191,30 @@ class Lane:
         except Exception:  # the task looks again, and answers the failure
             log.exception("finding the session of a tools/call failed")
             return work
-        if self._start(request_id, params, session_id, version, exposed=work == self._exposed_call, span=span):
+        if go is not None and self._start(request_id, params, session_id, version, go, span):
             return None
         return functools.partial(work, session_id=session_id)
+
+    def _ready(self, request_id: types.RequestId, params: dict[str, Any], exposed: bool) -> Go | None:
+        """The call, ready to start in the loop's callback when the gateway has nothing to wait for before sending
+        it (gateway/proxy.py: Proxy.ready_now), found without reading or writing anything of its session; None
+        when it must take the waiting way (a task of its own: `_answer`, or the SDK's when a person may be asked)."""
+        session, key = self.session, coerce_request_id(request_id)
+        if self._out_now is None or key in self._started or key in self._calls:
+            return None
+        assert session is not None
+        if self.exposed is not None and self.exposed.to_tell(session):
+            return None  # the client is told first, which takes a task
+        arguments = params.get("arguments") or {}
+        try:
+            if exposed:
+                assert self.exposed is not None
+                return self.exposed.ready_now(session, params["name"], arguments)
+            if self.call_now is not None:
+                return self.call_now(session, arguments["tool"], arguments.get("arguments") or {})
+        except Exception:  # a bug of ours before anything was sent: the waiting way says what it is
+            log.exception("readying %r to start at once failed; it takes the waiting way", params.get("name"))
+        return None
 
     def _start(
         self,
@@ -193,18 +222,13 @@ class Lane:
         params: dict[str, Any],
         session_id: str,
         version: str,
-        exposed: bool,
+        go: Go,
         span: tracing.Span = tracing.QUIET,
     ) -> bool:
-        """Start the call here, in the loop's callback, when the gateway has nothing to wait for before sending it
-        (gateway/proxy.py: Proxy.call_now); its answer is written when the upstream's arrives. False when it must
-        take the waiting way (a task of its own: `_answer`), which then does everything but find the session."""
-        session, key = self.session, coerce_request_id(request_id)
-        if self._out_now is None or key in self._started or key in self._calls:
-            return False
-        assert session is not None
-        if self.exposed is not None and self.exposed.to_tell(session):
-            return False  # the client is told first, which takes a task
+        """Start a ready call here, in the loop's callback; its answer is written when the upstream's arrives.
+        False when it must take the waiting way after all (prerequisites to run), which then does everything but
+        find the session."""
+        key = coerce_request_id(request_id)
         token = (params.get("_meta") or {}).get("progressToken")
         progress = self._progress(token) if isinstance(token, int | str) else None
 
@@ -215,16 +239,8 @@ class Lane:
             _ended(self._spans.pop(key, span), answer)
             self._out_now(answer)
 
-        arguments = params.get("arguments") or {}
         try:
-            if exposed:
-                assert self.exposed is not None
-                started = self.exposed.call_now(session, params["name"], arguments, session_id, progress, finish)
-            elif self.call_now is not None:
-                tool, tool_arguments = arguments["tool"], arguments.get("arguments") or {}
-                started = self.call_now(session, tool, tool_arguments, session_id, progress, finish)
-            else:
-                started = None
+            started = go(session_id, progress, finish)
         except Exception:  # a bug of ours before anything was sent: the waiting way says what it is
             log.exception("starting %r at once failed; it takes the waiting way", params.get("name"))
             return False
