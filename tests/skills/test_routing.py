@@ -253,6 +253,29 @@ def test_an_explicit_mention_needs_no_other_evidence(router: Router) -> None:
 
 
 @pytest.mark.parametrize(
+    ("task", "mentioned"),
+    [
+        ("use the pdf skill", ["pdf"]),
+        ("fill it in with pdf-forms", ["pdf-forms"]),
+        ("check the pdf-forms-ocr output", ["pdf-forms-ocr", "pdf-forms"]),  # a one-word name needs a mark
+    ],
+    ids=["shortest", "middle", "longest-first"],
+)
+def test_names_that_open_with_the_same_words_are_mentioned_as_far_as_written(task: str, mentioned: list[str]) -> None:
+    alike = [("pdf", "PDF files"), ("pdf-forms", "PDF forms"), ("pdf-forms-ocr", "Scanned PDF forms")]
+    matches = Router(alike).route(task, 3)
+    assert [m.name for m in matches if m.score == routing.MENTION_SCORE] == mentioned
+
+
+def test_the_same_task_routed_again_gets_the_same_answer(router: Router) -> None:
+    # The rows a query reads are kept for the next: a query that changed them would change its successors' scores.
+    task = "review the slide deck and the pull request, then merge the PDFs in report.pdf"
+    first = router.route(task, 5)
+    assert len(first) >= 2
+    assert router.route(task, 5) == first
+
+
+@pytest.mark.parametrize(
     ("task", "first"),
     [
         ("could someone exploit this file upload endpoint?", "security-audit"),

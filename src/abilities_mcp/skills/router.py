@@ -19,9 +19,10 @@ import functools
 import heapq
 import itertools
 import math
+import operator
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 # Only the head of a task is read: real tasks are far shorter, and a pasted log must not cost more.
@@ -243,6 +244,23 @@ def idf_share(frequency: int, count: int) -> float:
     return math.log(1 + (count - frequency + 0.5) / (frequency + 0.5)) / math.log(1 + (count - 0.5) / 1.5)
 
 
+def _scaled(row: dict[int, float], factor: float) -> dict[int, float]:
+    """A row times a factor; the row itself for 1 (most task words), not a copy."""
+    return row if factor == 1.0 else {i: factor * value for i, value in row.items()}
+
+
+def _merge(into: dict[int, float], row: dict[int, float], combine: Callable[[float, float], float]) -> None:
+    """into[i] = combine(into[i], row[i]) where both have i, else row's value. Rows are merged a dict at a time:
+    Python steps only for the skills in both, far fewer than posting by posting (a query reads ~1,400 postings at
+    10,000 skills)."""
+    if into:
+        both = {i: combine(into[i], row[i]) for i in into.keys() & row.keys()}
+        into.update(row)
+        into.update(both)
+    else:
+        into.update(row)
+
+
 def confidence(raw: float) -> float:
     """A raw BM25F score mapped into 0..1."""
     return raw / (raw + HALF_SCORE)
@@ -262,15 +280,21 @@ class Router:
         self._name_terms = [frozenset(map(stem, words(name))) for name, _ in self.skills]
         self._frequencies = self._index()
         self._rows: dict[str, dict[int, float]] = {}  # BM25F rows, computed on first use
+        self._scaled: dict[tuple[str, float], dict[int, float]] = {}  # rows times a discount, alike
         self._vocabulary = sorted(t for t in self._frequencies if len(t) >= MIN_TYPO_CHARS)
         self._typos: dict[str, list[str]] = {}
         for term in self._vocabulary:
             for variant in deletes(term):
                 self._typos.setdefault(variant, []).append(term)
-        self._names: dict[str, list[tuple[tuple[str, ...], int]]] = {}
+        # A name's words → its skills; a first word → the lengths of the names it opens: a task word is compared
+        # with a few word counts, not with every name that shares its first word (hundreds in a large catalog).
+        self._names: dict[tuple[str, ...], list[int]] = {}
+        lengths: dict[str, set[int]] = {}
         for i, (name, _) in enumerate(self.skills):
             if name_words := tuple(_WORD.findall(name.lower())):
-                self._names.setdefault(name_words[0], []).append((name_words, i))
+                self._names.setdefault(name_words, []).append(i)
+                lengths.setdefault(name_words[0], set()).add(len(name_words))
+        self._name_lengths = {first: sorted(found) for first, found in lengths.items()}
 
     def _index(self) -> dict[str, dict[int, float]]:
         """term → {skill: field-weighted, length-normalised frequency of the term there}."""
@@ -302,6 +326,15 @@ class Router:
             row = self._rows[term] = {i: idf * t / (K1 + t) for i, t in frequencies.items()}
         return row
 
+    def _scaled_row(self, term: str, factor: float) -> dict[int, float]:
+        """The term's row times a factor (a synonym's or a near spelling's discount), computed once per pair."""
+        if factor == 1.0:
+            return self._row(term)
+        row = self._scaled.get((term, factor))
+        if row is None:
+            row = self._scaled[term, factor] = _scaled(self._row(term), factor)
+        return row
+
     def route(self, task: str, limit: int = 3) -> list[Match]:
         """The skills that fit the task, best first, at most limit; [] when none does."""
         text = task[:MAX_TASK_CHARS].lower()
@@ -313,9 +346,8 @@ class Router:
         ranked = sorted(mentioned, key=lambda i: (-mentioned[i], i))
         if raw and len(ranked) < limit:
             cutoff = heapq.nlargest(limit, raw.values())[-1]  # plain floats: far cheaper than ranking every skill
-            overlap = sorted(
-                (i for i, v in raw.items() if v >= cutoff and i not in mentioned), key=lambda i: (-raw[i], i)
-            )
+            best = [i for i, v in raw.items() if v >= cutoff]  # a list comprehension: the cheapest pass over them all
+            overlap = sorted((i for i in best if i not in mentioned), key=lambda i: (-raw[i], i))
             if overlap and (not self.fit_test or self._fits(overlap[0], raw[overlap[0]], slots, text)):
                 ranked += overlap
         scored = [(i, MENTION_SCORE if i in mentioned else confidence(raw[i])) for i in ranked[:limit]]
@@ -361,17 +393,13 @@ class Router:
         raw: dict[int, float] = {}
         for _, weight, alternatives in slots:
             if len(alternatives) == 1:  # the common case, without the per-skill maximum
-                factor = weight * alternatives[0][1]
-                for i, value in self._row(alternatives[0][0]).items():
-                    raw[i] = raw.get(i, 0.0) + factor * value
+                term, discount, _ = alternatives[0]
+                _merge(raw, self._scaled_row(term, weight * discount), operator.add)
                 continue
             best: dict[int, float] = {}
             for term, discount, _ in alternatives:
-                for i, value in self._row(term).items():
-                    if (value := value * discount) > best.get(i, 0.0):
-                        best[i] = value
-            for i, value in best.items():
-                raw[i] = raw.get(i, 0.0) + weight * value
+                _merge(best, self._scaled_row(term, discount), max)
+            _merge(raw, _scaled(best, weight), operator.add)
         return raw
 
     def _slots(self, text: str) -> list[Slot]:
@@ -414,16 +442,16 @@ class Router:
         spans = list(_WORD.finditer(text))
         tokens = [m.group() for m in spans]
         for k, token in enumerate(tokens):
-            for name, i in self._names.get(token, ()):
-                end = k + len(name)
-                if tuple(tokens[k:end]) != name:
+            for end in (k + n for n in self._name_lengths.get(token, ()) if k + n <= len(tokens)):
+                if not (named := self._names.get(name := tuple(tokens[k:end]))):
                     continue
                 joined = all(text[spans[j].end() : spans[j + 1].start()] in JOINERS for j in range(k, end - 1))
                 start = spans[k].start()
                 marked = start > 0 and text[start - 1] in MENTION_MARKS
                 marked = marked or not SKILL_WORDS.isdisjoint(tokens[max(k - 1, 0) : end + 1])
                 if (len(name) > 1 and joined) or marked:
-                    found[i] = max(found.get(i, 0), len(name) + marked)
+                    for i in named:
+                        found[i] = max(found.get(i, 0), len(name) + marked)
         return found
 
     def _match(self, i: int, score: float, slots: list[Slot], mentioned: bool) -> Match:
