@@ -65,7 +65,6 @@ runs it on every tool call.
 from __future__ import annotations
 
 import re
-import shlex
 from collections import namedtuple
 from collections.abc import Iterable, Mapping
 
@@ -261,6 +260,8 @@ def shell_command(tool: str, arguments: Mapping[str, Any]) -> str | None:
             return value
         # Codex's shell tools send argv: ["bash", "-lc", "git push --force"].
         if isinstance(value, list | tuple) and value and all(isinstance(word, str) for word in value):
+            import shlex  # here: only a command given as a list is joined
+
             return shlex.join(value)
     return None
 
@@ -844,6 +845,8 @@ def _nested_lines(commands: list[_Simple], reading: _Reading, shell: bool) -> tu
     for command in commands:
         words, start = command.words, command.start
         if words[start] in aliases:  # an alias defined on this line is used from the next on: over-matching here
+            import shlex  # here: only an alias's use is spelled out again
+
             lines.append(f"{aliases[words[start]]} {shlex.join(words[start + 1 :])}")
         if not (command.anywhere or command.globs) and command.names[start] not in _NESTING:
             continue  # the common case: no word here runs text

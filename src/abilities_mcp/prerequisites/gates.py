@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Collection, Mapping, Sequence
 
-from ..phrases import phrase
 from .names import UNKNOWN_SERVER, Name, called, matches, same, wanted
 from .workflows import Prerequisite, Workflow, WorkflowSet
 
@@ -136,7 +135,10 @@ def triggers(
     if workflow.category and name.raw and workflow.category.lower() in categories_of(name, categories):
         reasons.append(f"category {workflow.category}")
     text = task[:MAX_TASK_CHARS]
-    reasons += [f"keyword {k!r}" for k in workflow.keywords if text and k.split() and phrase(k.split()).search(text)]
+    if text and workflow.keywords:  # only a prompt's words meet keywords: a tool call's check never loads phrases
+        from ..phrases import phrase
+
+        reasons += [f"keyword {k!r}" for k in workflow.keywords if k.split() and phrase(k.split()).search(text)]
     return reasons
 
 

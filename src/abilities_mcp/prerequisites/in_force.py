@@ -10,8 +10,7 @@ from pathlib import Path
 
 from ..state.database import trust_store
 from ..state.project import Project, stamp
-from ..state.trust import TrustStore, waiting_note
-from .lowering import lowerings
+from ..state.trust import TrustStore
 from .workflows import TOOL_CACHE, Source, WorkflowSet, parse_workflows, read_source
 
 
@@ -41,6 +40,9 @@ def workflows_in_force(workflows_file: Path, tool_cache: Path, trust: TrustStore
     then = tuple(Source(s.path, trust.trusted(s.path), []) for s in now)
     if [s.raw for s in then] == [s.raw for s in now]:
         return current
+    from ..state.trust import waiting_note
+    from .lowering import lowerings  # here: only an edit since the trust is judged, not every call
+
     trusted = parse_workflows(*then)
     reasons = lowerings(trusted, current)
     if not reasons:

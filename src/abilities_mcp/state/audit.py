@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections import namedtuple
 
@@ -101,7 +102,7 @@ def append(database: Any, kind: str, *, at: float | None = None, **fields: Any) 
         values["detail"] = json.dumps(values["detail"], sort_keys=True, default=str)
     with database.transaction() as db:
         entry_id, prev = _next(db)
-        digest = _sha256(_canonical(entry_id, values, prev))
+        digest = sha256_hex(_canonical(entry_id, values, prev).encode())
         db.execute(
             f"INSERT INTO audit_log ({_COLUMNS}) VALUES ({', '.join('?' * (len(FIELDS) + 3))})",
             (entry_id, *(values[name] for name in FIELDS), prev, digest),
@@ -138,19 +139,19 @@ def hash_of(entry: Entry) -> str:
     """The hash an entry's content gives (what `verify` compares with the stored one)."""
     values = entry._asdict()
     values["at"] = float(values["at"])
-    return _sha256(_canonical(int(entry.id), values, entry.prev))
+    return sha256_hex(_canonical(int(entry.id), values, entry.prev).encode())
 
 
-def _sha256(text: str) -> str:
+def sha256_hex(data: bytes) -> str:
     """SHA-256 from CPython's own C module: hashlib loads OpenSSL first, 3 to 7 ms on a hook call that writes."""
     try:
-        from _sha2 import sha256  # Python 3.12 and later
-    except ImportError:
-        try:
-            from _sha256 import sha256  # Python 3.11
-        except ImportError:  # a build without them
-            from hashlib import sha256
-    return sha256(text.encode()).hexdigest()
+        if sys.version_info >= (3, 12):  # (a module that is not there costs a search of every path entry)
+            from _sha2 import sha256
+        else:
+            from _sha256 import sha256
+    except ImportError:  # a build without them
+        from hashlib import sha256
+    return sha256(data).hexdigest()
 
 
 def retention_days(flag: float | None = None) -> float:

@@ -24,9 +24,13 @@ from __future__ import annotations
 import json
 import time
 import weakref
-from typing import Any
 
 from .database import Database
+
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # An announced call is claimable this long: the client may ask a person for permission between hook and call.
 CLAIM_WINDOW_SECONDS = 600.0
@@ -44,9 +48,9 @@ _EMPTY_AT: weakref.WeakKeyDictionary[Database, int] = weakref.WeakKeyDictionary(
 def arguments_hash(arguments: Any) -> str:
     """The same for the same JSON arguments however they were written (key order, spacing); {} for none."""
     canonical = json.dumps(arguments or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    import hashlib  # here: the hook loads this module on every call, and hashlib (OpenSSL) costs milliseconds
+    from .audit import sha256_hex  # CPython's own SHA-256: hashlib would load OpenSSL, milliseconds on a hook call
 
-    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return sha256_hex(canonical.encode("utf-8", "surrogatepass"))[:32]
 
 
 def announce(

@@ -1,0 +1,103 @@
+"""What keeps the hook's start small, held as structure (never timed here; benchmarks/hook_latency.py times it): a
+decision loads only the modules it needs, its records are plain namedtuples, and the command ends once its answer is
+out, its writes already committed."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import run_hook, state_db
+
+SESSION = "2f7c0a1e-claude-session"
+HOOK_TIMEOUT = 60
+# What an allowed Read, with a state file and workflows.json to read, has no use for: the session's records, the
+# audit trail (and its SHA-256), the announcements, the clients' configs, the keywords' phrases, the lowering of an
+# edit nobody made, and OpenSSL.
+UNNEEDED_FOR_A_READ = (
+    "abilities_mcp.prerequisites.sessions",
+    "abilities_mcp.state.audit",
+    "abilities_mcp.state.claims",
+    "abilities_mcp.clients.servers",
+    "abilities_mcp.phrases",
+    "abilities_mcp.prerequisites.lowering",
+    "hashlib",
+)
+# The hook's records: collections.namedtuple subclasses whose annotations document their fields (workflows.py says
+# why not typing.NamedTuple).
+RECORDS = {
+    "abilities_mcp.clients.hook": ("Caller",),
+    "abilities_mcp.clients.payloads": ("Call",),
+    "abilities_mcp.clients.answers": ("Answer",),
+    "abilities_mcp.clients.enforcement": ("Verdict", "StopVerdict"),
+    "abilities_mcp.clients.position": ("Position",),
+    "abilities_mcp.clients.guards": ("Place",),
+    "abilities_mcp.clients.servers": ("Entry",),
+    "abilities_mcp.prerequisites.gates": ("Observer", "Matched", "Check", "RecordPlan"),
+    "abilities_mcp.prerequisites.workflows": ("Prerequisite", "Approval", "Workflow", "Source"),
+    "abilities_mcp.prerequisites.commands": ("ShellRule",),
+    "abilities_mcp.prerequisites.sessions": ("Completion", "SessionInfo"),
+    "abilities_mcp.prerequisites.names": ("Name",),
+    "abilities_mcp.state.trust": ("Record",),
+    "abilities_mcp.state.owners": ("Owner",),
+    "abilities_mcp.state.audit": ("Entry", "Broken"),
+    "abilities_mcp.phrases": ("Trigger",),
+}
+
+
+def use_database_workflow(root: Path) -> None:
+    from abilities_mcp.prerequisites.templates import TEMPLATES
+
+    template = TEMPLATES["database"]
+    data = {template["name"]: {k: v for k, v in template.items() if k != "name"}}
+    (root / "workflows.json").write_text(json.dumps(data, indent=2))
+
+
+def test_an_allowed_read_loads_no_session_records_no_audit_trail_and_no_client_configs(root) -> None:
+    use_database_workflow(root)
+    denied = run_hook(root, "claude", "PreToolUse", {"session_id": SESSION, "tool_name": "mcp__db__execute_query"})
+    assert '"permissionDecision": "deny"' in denied.stdout and state_db(root).exists()  # a state file to read
+    code = (
+        "import io, json, sys; from abilities_mcp.__main__ import main; "
+        "sys.stdin = io.StringIO(sys.argv[1]); code = main(['hook', 'claude', 'PreToolUse']); "
+        "sys.stderr.write(json.dumps([code, [m for m in sys.modules if m in sys.argv[2].split()]]))"
+    )
+    payload = {"session_id": SESSION, "tool_name": "Read", "tool_input": {"file_path": "x"}, "cwd": str(root)}
+
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(payload), " ".join(UNNEEDED_FOR_A_READ)],
+        capture_output=True,
+        text=True,
+        timeout=HOOK_TIMEOUT,
+    )
+
+    assert done.stdout == ""  # allowed, nothing to say
+    assert json.loads(done.stderr) == [0, []]
+
+
+@pytest.mark.parametrize(
+    ("module", "name"), [(m, n) for m, names in RECORDS.items() for n in names], ids=lambda v: str(v).split(".")[-1]
+)
+def test_each_record_is_a_namedtuple_whose_annotations_are_its_fields(module, name) -> None:
+    record = getattr(importlib.import_module(module), name)
+
+    assert issubclass(record, tuple) and record.__slots__ == ()  # no instance dict: a tuple, as before
+    assert tuple(record.__annotations__) == record._fields
+
+
+def test_the_hook_command_answers_and_its_record_is_read_by_the_next_call(root) -> None:
+    # The command ends without the interpreter's teardown (__main__._exit_now): the answer is flushed first and the
+    # record committed, so the next process sees it.
+    use_database_workflow(root)
+    for tool in ("mcp__db__list_databases", "mcp__db__list_tables", "mcp__db__inspect_table"):
+        after = {"session_id": SESSION, "tool_name": tool, "tool_response": {"rows": []}}
+        assert run_hook(root, "claude", "PostToolUse", after).returncode == 0
+
+    done = run_hook(root, "claude", "PreToolUse", {"session_id": SESSION, "tool_name": "mcp__db__execute_query"})
+
+    assert done.returncode == 0 and '"permissionDecision"' not in done.stdout, done.stdout + done.stderr
