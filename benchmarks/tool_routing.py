@@ -14,7 +14,9 @@ and top-3, dev (read when the rule was chosen) and held-out.
 
 Speed: those real tools, copied onto servers named after them with a suffix until there are 2,000, so names and
 descriptions repeat as they do when several instances of a server are configured. The MCP round trip is not timed
-here (see gateway_roundtrip.py); the index build is reported apart.
+here (see gateway_roundtrip.py); the index build is reported apart, and so, on detail lines, are searches of the
+same tools listed anew (a new list of the same entries, as live discovery gives) and read again (equal new entries,
+as the tool cache gives), which find the index by the entries' identities or by their contents.
 """
 
 from __future__ import annotations
@@ -30,13 +32,16 @@ from typing import NamedTuple
 import yaml
 
 from _harness import log, ms, spread
-from abilities_mcp.gateway.directory import Entry, Listing, search
+from abilities_mcp.gateway.directory import ROUTERS_KEPT, Entry, Listing, search
 from abilities_mcp.skills.router import Router
 from routing_bench import Baseline
 
 TOOLS = 2_000
 MS_PER_QUERY_GOAL = 2.0
 ROUNDS, QUICK_ROUNDS = 20, 2
+# Copies of the tool list for the "read again" line: more than directory.ROUTERS_KEPT, so no copy's identities are
+# still remembered when it comes round again.
+REREAD_COPIES = ROUTERS_KEPT + 2
 BUILDS, QUICK_BUILDS = 3, 1
 LIMIT = 5
 SUFFIXES = ("prod", "staging", "eu", "us", "team", "legacy", "next", "local", "cloud", "internal", "ci", "archive")
@@ -111,6 +116,19 @@ def tools(count: int) -> list[Entry]:
     return found
 
 
+def listed_again(entries: list[Entry]) -> tuple[list[float], list[float]]:
+    """Per-query times of a search over the same tools listed anew (a new list) and read again (new entries)."""
+    copies = [Listing([e._replace() for e in entries], time.time(), [], {}) for _ in range(REREAD_COPIES)]
+    anew: list[float] = []
+    again: list[float] = []
+    for i, task in enumerate(TASKS):
+        for samples, listing in ((anew, Listing(list(entries), 0.0, [], {})), (again, copies[i % REREAD_COPIES])):
+            started = time.perf_counter()
+            search(listing, task, LIMIT)
+            samples.append(time.perf_counter() - started)
+    return anew, again
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_ROUNDS} rounds instead of {ROUNDS}")
@@ -145,6 +163,9 @@ def main() -> None:
     log(f"  index build     {spread(build_times)} (once per tool list)")
     log(f"  tool_search     {spread(ours)}")
     log(f"  keyword floor   {spread(floor)}")
+    anew, again = listed_again(entries)
+    log(f"  listed anew     {spread(anew)} (the same entries in a new list: live discovery)")
+    log(f"  read again      {spread(again)} (equal new entries: the tool cache)")
     for task in TASKS[:3]:
         log(f"  {task!r}: {[f.entry.qualified for f in search(listing, task, 3)]}")
     real_listing = Listing(REAL, time.time(), [], {})

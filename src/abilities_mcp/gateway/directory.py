@@ -5,6 +5,7 @@ task about the data in a database also by the SQL words it asks for)."""
 from __future__ import annotations
 
 import functools
+import operator
 import re
 import time
 from typing import Any, NamedTuple
@@ -223,6 +224,7 @@ class _Index(NamedTuple):
     deprecated: frozenset[int]  # the places of tools whose own description calls them deprecated
 
 
+_HEAD = operator.itemgetter(0, 1, 2)  # an entry's server, name and description
 # Indexes by the identities of the entries they were built from, the entries held with them so no id is reused.
 _BY_IDENTITY: dict[tuple[int, ...], tuple[list[Entry], _Index]] = {}
 
@@ -236,7 +238,7 @@ def _index(entries: list[Entry]) -> _Index:
     kept = _BY_IDENTITY.get(ids)
     if kept is not None:
         return kept[1]
-    index = _index_of(tuple((e.server, e.name, e.description, _parameters(e)) for e in entries))
+    index = _index_of(tuple(map(_HEAD, entries)), tuple(map(_parameters, entries)))  # C loops, but for parameters
     if len(_BY_IDENTITY) >= ROUTERS_KEPT:
         del _BY_IDENTITY[next(iter(_BY_IDENTITY))]
     _BY_IDENTITY[ids] = (list(entries), index)
@@ -244,13 +246,14 @@ def _index(entries: list[Entry]) -> _Index:
 
 
 @functools.lru_cache(maxsize=ROUTERS_KEPT)
-def _index_of(tools: tuple[tuple[str, str, str, tuple[str, ...]], ...]) -> _Index:
-    """The router's index over these tools, built once: indexing 2,000 tools takes far longer than a query."""
-    qualified = [f"{server}{SEPARATOR}{name}" for server, name, _, _ in tools]
-    texts = [_text(name, description, parameters) for _, name, description, parameters in tools]
+def _index_of(heads: tuple[tuple[str, str, str], ...], parameters: tuple[tuple[str, ...], ...]) -> _Index:
+    """The router's index over these tools (server, name, description; parameter names), built once: indexing 2,000
+    tools takes far longer than a query."""
+    qualified = [f"{server}{SEPARATOR}{name}" for server, name, _ in heads]
+    texts = [_text(name, description, names) for (_, name, description), names in zip(heads, parameters, strict=True)]
     # No "nothing fits" test: a gateway offers its best tools; declining is for skills, where none is a fine answer.
     router = Router(zip(qualified, texts, strict=True), fit_test=False)
-    deprecated = frozenset(i for i, (_, _, description, _) in enumerate(tools) if _DEPRECATED.search(description))
+    deprecated = frozenset(i for i, (_, _, description) in enumerate(heads) if _DEPRECATED.search(description))
     return _Index(router, {q: i for i, q in enumerate(qualified)}, deprecated)
 
 
