@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 
-from .process import spawned
+from .process import forget, spawned
 
 log = logging.getLogger(__name__)
 # What the pipe holds between two drains (the most an unprivileged process may ask, by default): a write never
@@ -113,6 +113,7 @@ class Reaper:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=self.grace + 5)
+        forget(proc.pid)
 
     def _send(self, line: str) -> None:
         try:
@@ -132,7 +133,8 @@ class Reaper:
             with contextlib.suppress(OSError):
                 assert proc.stdin is not None
                 proc.stdin.close()
-            proc.poll()  # reaped, not left a zombie
+            if proc.poll() is not None:  # reaped, not left a zombie; its pid is anyone's now
+                forget(proc.pid)
 
     def _start(self) -> None:
         proc = subprocess.Popen(
