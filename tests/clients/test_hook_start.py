@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,25 @@ def test_the_hook_command_answers_and_its_record_is_read_by_the_next_call(root) 
     done = run_hook(root, "claude", "PreToolUse", {"session_id": SESSION, "tool_name": "mcp__db__execute_query"})
 
     assert done.returncode == 0 and '"permissionDecision"' not in done.stdout, done.stdout + done.stderr
+
+
+def test_the_guards_find_each_protected_file_where_realpath_does(tmp_path) -> None:
+    # guards._real_in looks only at a file's own components below a real folder: links (absolute, relative, a loop,
+    # one to /), a file where a folder is expected and missing parts must all come out as realpath has them.
+    from abilities_mcp.clients.guards import CLIENT_FILES, _real_in
+
+    root, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (root / ".claude" / "hooks").mkdir(parents=True)
+    elsewhere.mkdir()
+    (elsewhere / "servers").write_text("{}")
+    (root / ".codex").symlink_to(elsewhere)
+    (root / ".mcp.json").symlink_to(elsewhere / "servers")
+    (root / ".cursor").write_text("not a folder")
+    (root / "loop").symlink_to(root / "loop")
+    (root / ".gemini").symlink_to("loop")
+    (root / ".opencode").symlink_to("../elsewhere")
+    (root / ".config").symlink_to("/")
+
+    for base in (root, tmp_path / "project" / ".claude" / "..", Path("/")):
+        for name in (*CLIENT_FILES, ".abilities"):
+            assert _real_in(os.path.realpath(base), name) == os.path.realpath(os.path.join(base, name)), name

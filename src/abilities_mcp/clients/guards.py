@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections import namedtuple
 from pathlib import Path
 
@@ -142,12 +143,31 @@ class Place(namedtuple("Place", "shown paths needles")):
 def _protected(root: Path, state_dir: Path) -> list[Place]:
     home = Path("~").expanduser()
     places = [_state_place(state_dir, root, home), _state_place(user_state_home() / STATE_FOLDER, root, home)]
-    legacy = root / LEGACY_STATE_DIR  # never read, but a file planted there would confuse a person who moves it
-    places.append(Place(LEGACY_STATE_DIR, (os.path.realpath(legacy),), (LEGACY_STATE_DIR,)))
+    real_root, real_home = os.path.realpath(root), os.path.realpath(home)
+    # never read, but a file planted there would confuse a person who moves it
+    places.append(Place(LEGACY_STATE_DIR, (_real_in(real_root, LEGACY_STATE_DIR),), (LEGACY_STATE_DIR,)))
     for name in CLIENT_FILES:
-        paths = (os.path.realpath(root / name), os.path.realpath(home / name))
+        paths = (_real_in(real_root, name), _real_in(real_home, name))
         places.append(Place(name, paths, (name, f"~/{name}", *paths)))
     return places
+
+
+def _real_in(real: str, name: str) -> str:
+    """os.path.realpath(real/name) for a folder `real` that is real already (realpath's own answer): only the
+    components of `name` are looked at, one lstat each, rather than every component of the folder again for each of
+    the files here (the hook does this on every shell and write call). A link among them: realpath as usual; one
+    that cannot be looked at (missing, not a folder) leaves the rest as written, as realpath does."""
+    if os.sep != "/":  # (names here are written with "/": elsewhere realpath spells them)
+        return os.path.realpath(os.path.join(real, name))
+    path = real
+    for part in name.split("/"):
+        path = f"{path}/{part}" if path != "/" else f"/{part}"
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                return os.path.realpath(os.path.join(real, name))
+        except OSError:
+            return os.path.join(real, name)
+    return path
 
 
 def _state_place(folder: Path, root: Path, home: Path) -> Place:
