@@ -4,7 +4,7 @@ subprocess.run in this process (the floor: the processes alone, with none of the
 
 What a user's ability costs, not the best case: a real step prints something (its output is captured and kept,
 and spooled for `logs --follow` while it runs), and a client that shows progress sends a progress token, for which
-the server sends a notification each time the run changes. Issue 35 measured 3.2x with a client and an ability of
+the server sends progress notifications as the run changes. Issue 35 measured 3.2x with a client and an ability of
 its own against 1.8x here, when this measured silent `true` steps called without a token: on the engine of then,
 the token added about 0.4 to the ratio and the printing about 0.5 (the spool file each step made and removed),
 which is the gap; a project of 200 abilities, or a floor spawned from a shell loop, changed nothing.

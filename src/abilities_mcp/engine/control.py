@@ -15,6 +15,8 @@ from .live import LiveRun
 from .machine import LIVE_RUN_STATES, RunEvent, RunState, StepEvent, StepState, apply_run
 from .questions import Question
 
+# Progress notifications come at most this often: a run of short steps changes far faster than anyone reads.
+PROGRESS_SECONDS = 0.1
 # How long cancel waits for a run's processes to be killed before it answers.
 CANCEL_WAIT_SECONDS = 10.0
 
@@ -37,13 +39,22 @@ class RunControl:
             await self._wait_in_store(run_id, seconds, first_change=first_change)
         if live is None or seconds <= 0:
             return
+        settled = lambda: live.done.is_set() or live.waits_for_someone()  # noqa: E731
         with anyio.move_on_after(seconds):
+            change = live.changed
             while not live.done.is_set() and (first_change or not live.waits_for_someone()):
-                await live.changed.wait()
+                await change.wait()
+                change = live.changed  # set by any change from here on
                 if on_change is not None:
                     await on_change(live)
                 if first_change:
                     return
+                if on_change is not None:  # what changes in the next moment is told at once, after it: one
+                    with anyio.move_on_after(PROGRESS_SECONDS):  # notification, not one per short step
+                        while not settled():
+                            await live.changed.wait()
+            if on_change is not None and change.is_set():  # the last change (the run's end) is told too
+                await on_change(live)
 
     async def cancel(self, run_id: str) -> None:
         """Stop a run: its processes are killed before this returns."""
