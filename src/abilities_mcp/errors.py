@@ -12,18 +12,24 @@ Bugs are not caught: they propagate and are logged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, NamedTuple
+from collections import namedtuple
 
-# No dataclasses or difflib at import: the hook imports this module on every tool call and must start fast.
+# No dataclasses, difflib or typing at import: the hook imports this module on every tool call and must start fast
+# (typing.NamedTuple compiles each field's annotation; the records below are namedtuples with annotations to read).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 
 class AbilitiesError(Exception):
     """Base of every error this package raises on purpose."""
 
 
-class Diagnostic(NamedTuple):
+class Diagnostic(namedtuple("Diagnostic", "file path message")):
     """One problem in one file: where it is and how to fix it."""
+
+    __slots__ = ()
 
     file: str
     path: str  # field path inside the file, e.g. "steps[2].needs[0]"; "" for the whole file
@@ -50,8 +56,10 @@ class InputError(AbilitiesError):
         super().__init__("Invalid inputs: " + "; ".join(problems))
 
 
-class NextCall(NamedTuple):
+class NextCall(namedtuple("NextCall", "tool arguments")):
     """A tool call the caller may legally make next."""
+
+    __slots__ = ()
 
     tool: str
     arguments: dict[str, Any]

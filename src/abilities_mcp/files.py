@@ -8,7 +8,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import IO
+
+TYPE_CHECKING = False  # typing's, without importing typing: the hook reads files through this module
+if TYPE_CHECKING:
+    from typing import IO
 
 # Deeper than this is no hand-written file; libyaml's composer recurses on the C stack and dies a few thousand
 # levels down (SIGSEGV), so nesting is measured on the event stream before anything is built.

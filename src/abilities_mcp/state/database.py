@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from .owners import Owner, owner_alive, this_owner
 from .schema import _SCHEMA, ADDED_COLUMNS, DROPPED_TABLES, SCHEMA_VERSION, StateFileError
 
+TYPE_CHECKING = False  # typing's, without importing typing: the hook opens the state through this module
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any, TypeVar
+
     from .trust import TrustStore
 
-D = TypeVar("D", bound="Database")
+    D = TypeVar("D", bound="Database")
 # What a state location may be besides a SQLite file's path: a PostgreSQL connection URL (postgres.py).
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 # How long a writer waits for another process's lock before giving up.
