@@ -1,5 +1,5 @@
-"""Which tests are `slow`: what the quick subset for the edit-test loop, `pytest -q -m "not slow"` (README), leaves
-out. The full command, CI's, runs everything.
+"""Which tests are `slow`: what the quick subset for the edit-test loop, `pytest -q -n auto -m "not slow"`
+(README), leaves out. The full command, CI's, runs everything.
 
 Slow is what drives something outside the test's process for seconds: the real agent clients and the Inspector from
 npm, real upstream MCP servers, building the package, whole server processes killed and restarted, the CLI in a
