@@ -41,6 +41,8 @@ from .inert import inert, raw
 from .parser import pick
 
 MARKS = {"running": ">", "completed": "ok", "failed": "FAIL", "skipped": "skip", "cancelled": "cancel"}
+# The states an attempt ends in.
+ENDED = ("completed", "failed", "cancelled")
 
 
 async def run_in_terminal(project: Project, name: str, inputs: dict[str, Any]) -> int:
@@ -382,9 +384,12 @@ def _print_changes(store: Store, run_id: str, seen: dict[str, tuple[str, int]]) 
     for step in record.steps:
         key = (step.status, step.attempts)
         if step.status != "pending" and seen.get(step.step_id) != key:
+            attempt = f" attempt {step.attempts}" if step.attempts > 1 else ""
+            if step.status in ENDED and step.attempts and seen.get(step.step_id, ("", 0))[1] != step.attempts:
+                # A short script step's start is written with its end (engine/core.py): it still started here.
+                print(f"  [{MARKS['running']}] {step.step_id}{attempt}", flush=True)
             seen[step.step_id] = key
             detail = f" ({step.duration_ms} ms)" if step.duration_ms is not None and step.status != "running" else ""
-            attempt = f" attempt {step.attempts}" if step.attempts > 1 else ""
             # A failure's reason is said once, in its block after the run; here the other statuses say why.
             shown = step.error and step.status not in ("running", "failed")
             reason = f": {brief_reason(step.error)}" if shown else ""
