@@ -8,8 +8,6 @@ import json
 import logging
 from typing import Any
 
-from jsonschema import Draft202012Validator, SchemaError, validators
-
 from .memo import by_identity
 
 log = logging.getLogger(__name__)
@@ -59,7 +57,10 @@ def _validator_of(schema: dict[str, Any]) -> Any:
 @functools.lru_cache(maxsize=VALIDATORS_KEPT)
 def _validator(schema_json: str) -> Any:
     """The validator of one schema, checked against its metaschema once (that check costs more than a call's own
-    validation); None for a schema that is itself broken."""
+    validation); None for a schema that is itself broken. jsonschema is imported here, on the first call that needs
+    it: with its referencing and attrs it is tens of milliseconds of the server's start otherwise."""
+    from jsonschema import Draft202012Validator, SchemaError, validators
+
     schema = json.loads(schema_json)
     cls = validators.validator_for(schema, default=Draft202012Validator)
     try:
