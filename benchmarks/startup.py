@@ -36,7 +36,10 @@ def write_quiet_floor(folder: Path) -> list[str]:
     """The floor with the collector off while it starts, as `serve` starts (cli/main.py): a detail line, so what our
     own code adds shows apart from what that gives the SDK's import too."""
     path = folder / "floor_quiet_gc.py"
-    text = FLOOR_SERVER.replace('server.run("stdio")', 'gc.freeze()\n    gc.enable()\n    server.run("stdio")')
+    start = 'server.run("stdio")'
+    if FLOOR_SERVER.count(start) != 1:  # the floor server changed: this line would measure the plain floor again
+        raise RuntimeError(f"_harness.FLOOR_SERVER no longer starts with {start!r} once; update write_quiet_floor")
+    text = FLOOR_SERVER.replace(start, f"gc.freeze()\n    gc.enable()\n    {start}")
     path.write_text("import gc\n\ngc.disable()\n" + text)
     return [sys.executable, str(path)]
 
