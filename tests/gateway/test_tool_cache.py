@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from abilities_mcp.gateway import cache
+from abilities_mcp.gateway.config import GatewayConfig, Upstream
 from abilities_mcp.server.app import create_server
 from abilities_mcp.state.project import Project
 from support import CLI, until
@@ -231,3 +233,40 @@ async def test_the_caches_categories_trigger_workflows_on_proxied_calls(project:
     gate = query.structured_content["gate"]
     assert (gate["verdict"], [r["tool"] for r in gate["ran_prerequisites"]]) == ("deny", ["sqlite__list_tables"])
     assert echo.structured_content["gate"]["verdict"] == "allow"  # not a database tool
+
+
+def test_the_cache_read_again_unchanged_is_the_same_listing_and_an_edit_is_read_at_once(tmp_path: Path) -> None:
+    """tool_search finds its router by the listing's identity: an unchanged cache file gives the same listing (not
+    an equal new one), while an edit, a replaced file or other upstreams in gateway.json are read at once."""
+    servers = {name: Upstream(name, "true", (), {}, None, None, {}, 5.0) for name in ("sqlite", "everything")}
+    config = GatewayConfig(servers, [])
+    path = tmp_path / "agent-skill-tools.json"
+    now = datetime.now(UTC)
+    query = {"id": "run_sql", "description": "Run a SQL query", "prefix": "sqlite__"}
+    path.write_text(json.dumps(seed_cache(now, ["sqlite", "everything"], [query])))
+
+    first = cache.read(path, config)
+    again = cache.read(path, config)
+    assert first is not None and again is not None
+    assert again.listing is first.listing and again.categories is first.categories
+    later = cache.read(path, config, now=(now + timedelta(days=2)).timestamp())
+    assert later is not None and later.stale and not first.stale  # staleness is judged at each read
+    assert later.listing is first.listing
+
+    query["id"] = "run_sql_query"  # edited in place
+    path.write_text(json.dumps(seed_cache(now, ["sqlite", "everything"], [query])))
+    edited = cache.read(path, config)
+    assert edited is not None and [e.qualified for e in edited.listing.entries] == ["sqlite__run_sql_query"]
+    assert cache.read(path, config).listing is edited.listing  # type: ignore[union-attr]
+
+    query["id"] = "run_sql"  # replaced, as `tools refresh` writes it
+    replacement = tmp_path / "new.json"
+    replacement.write_text(json.dumps(seed_cache(now, ["sqlite", "everything"], [query])))
+    replacement.replace(path)
+    replaced = cache.read(path, config)
+    assert replaced is not None and [e.qualified for e in replaced.listing.entries] == ["sqlite__run_sql"]
+
+    assert cache.read(path, config._replace(upstreams={"sqlite": servers["sqlite"]})) is None  # other servers now
+    assert cache.read(path, config) is not None
+    path.unlink()
+    assert cache.read(path, config) is None

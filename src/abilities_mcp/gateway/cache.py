@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,8 @@ VERSION = "1.0.0"
 STALE_SECONDS = 24 * 3600
 # A cache bigger than this is not read (2,000 tools take about 400 KB).
 MAX_CACHE_BYTES = 20_000_000
+# Cache files whose last read is kept (a server has one project, so one).
+READS_KEPT = 4
 # The seed's categories, as rules over server and tool names.
 DEFAULT_RULES: dict[str, CategoryRule] = {
     "browser": CategoryRule(
@@ -143,9 +146,53 @@ def write(path: Path, fresh: dict[str, Any]) -> None:
     write_atomically(path, json.dumps({**fresh, **kept}, indent=indent, ensure_ascii=False) + "\n")
 
 
+class _Read(NamedTuple):
+    """What one read of the cache file made of it: its tools and their categories, and when it was refreshed."""
+
+    listing: Listing
+    categories: dict[str, str]
+    refreshed: float
+
+
+# The last read of each cache file, with the file's stat signature and the upstreams it was read for.
+_READS: dict[str, tuple[tuple[int, ...], frozenset[str], _Read | None]] = {}
+
+
 def read(path: Path, config: GatewayConfig, now: float | None = None) -> Cached | None:
     """The cache, if it can be used for these upstreams; None when it is missing, malformed or outdated by
-    gateway.json (then tools are discovered live)."""
+    gateway.json (then tools are discovered live). While the file and the upstreams' names are unchanged this is
+    the same listing as the last read's, not a new one of equal entries: tool_search then finds its router by the
+    listing's identity (gateway/directory.py `_index`), not by hashing every tool's text."""
+    key, signature = str(path), _signature(path)
+    if signature is None:  # missing, or not a file stat can see: read it as it is, without keeping anything
+        found = _read(path, config)
+    else:
+        servers = frozenset(config.upstreams)
+        kept = _READS.get(key)
+        if kept is not None and kept[:2] == (signature, servers):
+            found = kept[2]
+        else:
+            found = _read(path, config)  # read after the stat: a newer file is read again at the next stat
+            _READS.pop(key, None)
+            if len(_READS) >= READS_KEPT:
+                del _READS[next(iter(_READS))]
+            _READS[key] = (signature, servers, found)
+    if found is None:
+        return None
+    stale = (time.time() if now is None else now) - found.refreshed > STALE_SECONDS
+    return Cached(found.listing, found.categories, stale)
+
+
+def _signature(path: Path) -> tuple[int, ...] | None:
+    """Changes when the file does (a rewrite moves its ctime; an atomic replace, its inode)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
+
+
+def _read(path: Path, config: GatewayConfig) -> _Read | None:
     try:
         data, problems = parse_json(read_text(path, MAX_CACHE_BYTES), path)
     except (FileNotFoundError, Unreadable):
@@ -168,8 +215,7 @@ def read(path: Path, config: GatewayConfig, now: float | None = None) -> Cached 
                 entries.append(entry)
                 if group is not None:
                     of[entry.qualified] = group
-    stale = (time.time() if now is None else now) - refreshed > STALE_SECONDS
-    return Cached(Listing(entries, refreshed, [], {}), of, stale)
+    return _Read(Listing(entries, refreshed, [], {}), of, refreshed)
 
 
 def _entry(tool: Any, config: GatewayConfig) -> Entry | None:
