@@ -35,14 +35,21 @@ def schema_problems(schema: dict[str, Any] | None, arguments: dict[str, Any]) ->
     """
     if not isinstance(schema, dict):
         return []
-    fits = _plain_fit_of(schema)
-    if fits is not None and fits(arguments):  # the usual case, settled without the validator
+    if surely_fits(schema, arguments):  # the usual case, settled without the validator
         return []
     validator = _validator_of(schema)
     if validator is None:
         return []
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     return [f"at {_path(e.absolute_path)}: {e.message}" for e in errors[:MAX_PROBLEMS]]
+
+
+def surely_fits(schema: dict[str, Any], value: Any) -> bool:
+    """True when `value` fits `schema` by a quick check that knows only the plain schema most tools have (an
+    object of properties, each of one JSON type, some required); False when it does not fit, or when the check
+    cannot tell (any keyword it does not know): then a validator must judge, and say what is wrong."""
+    fits = _plain_fit_of(schema)
+    return fits is not None and isinstance(value, dict) and fits(value)
 
 
 @by_identity(VALIDATORS_KEPT)

@@ -28,6 +28,7 @@ from mcp_types import CallToolResult, Tool
 from .. import tracing
 from ..errors import AbilitiesError
 from . import hints
+from .arguments import surely_fits
 from .config import Upstream
 from .link import Link, result_of
 
@@ -166,7 +167,7 @@ class Connection:
             if isinstance(answer, BaseException):
                 raise answer
             result = CallToolResult.model_validate(result_of(answer))
-            if not result.is_error:
+            if not result.is_error and not _output_fits(client, tool, result):
                 _at_once(client.session.validate_tool_result(tool, result))
             return result
         except Exception as exc:  # the connection is gone or confused: whatever it is, start afresh next time
@@ -180,7 +181,7 @@ class Connection:
         """The call down the link's lane, its answer checked as the SDK's client checks one (the result's shape,
         and its structured content against the tool's output schema)."""
         result = CallToolResult.model_validate(await link.call_tool(tool, arguments, progress))
-        if not result.is_error:
+        if not result.is_error and not _output_fits(client, tool, result):
             await client.session.validate_tool_result(tool, result)
         return result
 
@@ -350,6 +351,21 @@ def _ended(span: tracing.Span, answer: dict[str, Any] | BaseException) -> None:
     elif isinstance(answer.get("result"), dict) and answer["result"].get("isError") is True:
         span.fail(TOOL_ERROR)
     span.end()
+
+
+def _output_fits(client: Client, tool: str, result: CallToolResult) -> bool:
+    """Whether the SDK client's check of a result (validate_tool_result) would surely pass it, found without that
+    check's validator: the tool has no output schema, or it has one the client has compiled (so it is a valid
+    schema) and the structured content fits it by arguments.py's quick check, which never passes what a
+    validator refuses. False: the client's check judges it (and words what is wrong)."""
+    session = client.session
+    if tool not in session._tool_output_schemas:  # the check would list the tools first
+        return False
+    schema = session._tool_output_schemas[tool]
+    if schema is None:
+        return True
+    compiled = getattr(session, "_tool_output_validators", {})  # a schema that failed to compile is never kept
+    return compiled.get(tool) is not None and surely_fits(schema, result.structured_content)
 
 
 def _raise(error: BaseException) -> Any:
