@@ -147,19 +147,25 @@ def test_while_a_workflow_may_ask_a_person_a_call_not_ready_at_once_goes_the_sdk
     assert tasks.started == []
 
 
-def test_a_call_ready_at_once_is_started_without_asking_whether_a_person_may_be_asked() -> None:
+@pytest.mark.parametrize("gated", [False, True], ids=["no workflow triggers", "a workflow triggers"])
+def test_a_call_ready_at_once_is_started_without_asking_whether_a_person_may_be_asked(gated: bool) -> None:
+    """Its session is claimed once either way: before the call is sent when its gates read the session, else just
+    after (the upstream works on the call meanwhile)."""
     lane, tasks = ready_lane()
     lane.asks_person = lambda: pytest.fail("read the workflows a second time")  # type: ignore[assignment]
-    sessions: list[str] = []
+    events: list[str] = []
+    lane.session = SimpleNamespace(session_of_request=lambda *_: events.append("claimed") or "s1")  # type: ignore[assignment]
 
-    def go(session_id: str, progress: Any, finish: Any) -> Any:
-        sessions.append(session_id)
+    def go(session_id_of: Any, progress: Any, finish: Any) -> Any:
+        if gated:
+            assert (session_id_of(), session_id_of()) == ("s1", "s1")
+        events.append("sent")
         return SimpleNamespace(cancel=lambda: None)
 
     lane.call_now = lambda *_: go  # type: ignore[assignment]  # Proxy.ready_now: nothing to wait for
 
     assert lane.take(call())
-    assert sessions == ["s1"]  # its session found once, for the call kept
+    assert events == (["claimed", "sent"] if gated else ["sent", "claimed"])
     assert tasks.started == []  # started in the callback, no task
 
 
@@ -346,12 +352,13 @@ async def test_a_call_the_hook_announced_is_filed_under_its_session_whichever_wa
     The first call waits for the upstream to start and its prerequisites to run (a task); the second is sent at once.
     Each is filed under the session its announcement named."""
     from abilities_mcp.prerequisites.sessions import SessionState
-    from abilities_mcp.state.claims import announce
+    from abilities_mcp.state.claims import announce, claim
     from abilities_mcp.state.store import Store
 
     sqlite_project(tmp_path / "p")
     gated = {"tool": "sqlite__read_query", "arguments": {"query": "SELECT name FROM users", "table": "users"}}
     plain = {"tool": "sqlite__list_tables", "arguments": {}}
+    neither = {"tool": "sqlite__create_table", "arguments": {"query": "CREATE TABLE notes (body TEXT)"}}
     store = Store(state_db(tmp_path / "p"))
     try:
         async with wire(tmp_path / "p", tmp_path / "stderr.txt") as server:
@@ -359,13 +366,18 @@ async def test_a_call_the_hook_announced_is_filed_under_its_session_whichever_wa
             first = await server.request("tools/call", {"name": "tool_call", "arguments": gated})
             announce(store, "ses_second", "tool_call", plain, None)
             second = await server.request("tools/call", {"name": "tool_call", "arguments": plain})
+            # neither gated nor a prerequisite: nothing reads its session, and its announcement is used up all the same
+            announce(store, "ses_third", "tool_call", neither, None)
+            third = await server.request("tools/call", {"name": "tool_call", "arguments": neither})
+            unclaimed = claim(store, "tool_call", neither, None)
         sessions = SessionState(store)
         done_first, done_second = sessions.done("ses_first"), sessions.done("ses_second")
     finally:
         store.close()
 
-    assert not first.get("isError") and not second.get("isError"), (first, second)
-    assert lane_paths(tmp_path / "stderr.txt") == ["taken", "started at once"]
+    assert not first.get("isError") and not second.get("isError") and not third.get("isError"), (first, second, third)
+    assert unclaimed is None
+    assert lane_paths(tmp_path / "stderr.txt") == ["taken", "started at once", "started at once"]
     assert sorted(done_first["safe-query"]) == [1, 2]  # run by the gateway, under the announced session
     assert sorted(done_second["safe-query"]) == [1]
 

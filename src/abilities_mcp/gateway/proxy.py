@@ -80,9 +80,12 @@ class Outcome(NamedTuple):
 
 # Where a call started without a task ends (Proxy.ready_now): handed a function that returns its Outcome or raises.
 Finished = Callable[[Callable[[], "Outcome"]], None]
-# A call Proxy.ready_now found ready, started for a session: (session_id, done, progress) -> Started, or None when it
-# must wait after all (prerequisites to run first).
-Ready = Callable[[str, Finished, Progress | None], Started | None]
+# A call's session id, found when first asked for (server/lane.py claims the hook's announcement then, once).
+SessionOf = Callable[[], str]
+# A call Proxy.ready_now found ready, started for a session: (session_id_of, done, progress) -> Started, or None when it
+# must wait after all (prerequisites to run first). It asks for the session only when a workflow triggers on the
+# call (its gate reads the session's records) or its result is to be recorded.
+Ready = Callable[[SessionOf, Finished, Progress | None], Started | None]
 
 
 class Planned(NamedTuple):
@@ -144,13 +147,13 @@ class Proxy:
         if problems:
             raise BadArguments(_bad_arguments(entry, problems))
         found = self.workflows.current()
-        first = self._gate(found, entry, session_id, listing, arguments)
+        first = self._gate(found, entry, lambda: session_id, listing, arguments)
         ran: list[Ran] = []
         after = first
         if first.verdict == "deny":
             plan = await self._plan(first, entry, arguments, listing)
             ran = [await self._run(step, session_id, listing) for step in plan]
-            after = self._gate(found, entry, session_id, listing, arguments)
+            after = self._gate(found, entry, lambda: session_id, listing, arguments)
         if after.verdict == "deny":  # only if the records were cleared meanwhile; whatever the cause, never send
             raise Refused(f"{entry.qualified!r} is still gated: {after.message}", "prerequisites missing")
         approvals = CallApprovals(self.sessions.store)
@@ -187,15 +190,15 @@ class Proxy:
             return None
         upstream = self.config.upstreams[entry.server]
 
-        def go(session_id: str, done: Finished, progress: Progress | None = None) -> Started | None:
-            first = self._gate(found, entry, session_id, listing, arguments)
+        def go(session_id_of: SessionOf, done: Finished, progress: Progress | None = None) -> Started | None:
+            first = self._gate(found, entry, session_id_of, listing, arguments)
             if first.verdict == "deny" or asking(first.matched):  # prerequisites to run, or a person to wait for
                 return None
             gate = Gate(first.verdict, [], _warnings(first) + self._notes(found))
 
             def outcome(result: CallToolResult) -> Outcome:
                 if not result.is_error and _is_prerequisite(found, gated(entry)):
-                    self._record(session_id, found, entry, result, listing)
+                    self._record(session_id_of(), found, entry, result, listing)
                 return Outcome(entry, result, gate)
 
             return self.upstreams.connection(upstream).call_now(
@@ -205,11 +208,11 @@ class Proxy:
         return go
 
     def _gate(
-        self, found: WorkflowSet, entry: Entry, session_id: str, listing: Listing, arguments: dict[str, Any]
+        self, found: WorkflowSet, entry: Entry, session_id_of: SessionOf, listing: Listing, arguments: dict[str, Any]
     ) -> Check:
-        """Every workflow's verdict for calling `entry` in this session; the records are read only when a workflow
-        is triggered (most calls trigger none: that answer is worked out once per workflows version and tool), and
-        count only where the gateway (or a hook) saw them run."""
+        """Every workflow's verdict for calling `entry` in this session; the session and its records are read only
+        when a workflow is triggered (most calls trigger none: that answer is worked out once per workflows version
+        and tool), and count only where the gateway (or a hook) saw them run."""
         tool = gated(entry)
         if tool.server:  # an upstream's tool, as always: what triggers on it never reads the call's arguments
             untriggered = _untriggered(found, tool)
@@ -217,6 +220,7 @@ class Proxy:
                 return untriggered
         elif not (unrecorded := check(found, tool, "", {}, arguments=arguments)).matched:
             return unrecorded
+        session_id = session_id_of()
         done = self.sessions.done(session_id)
         result = check(found, gated(entry), "", done, observer=self._seen(session_id, listing), arguments=arguments)
         audited(self.sessions.store, result, session_id, "gateway")

@@ -19,7 +19,7 @@ from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from ..errors import AbilitiesError
 from ..gateway.config import SEPARATOR, Gateway
 from ..gateway.directory import Entry, discover
-from ..gateway.proxy import Outcome, Proxy
+from ..gateway.proxy import Outcome, Proxy, SessionOf
 from ..gateway.upstreams import Progress, Started
 from ..prerequisites.in_force import Workflows
 from ..prerequisites.sessions import SessionState
@@ -157,11 +157,11 @@ class ExposedTools:
         if ready is None:
             return None
 
-        def go(session_id: str, progress: Progress | None, finish: Finish) -> Started | None:
+        def go(session_id_of: SessionOf, progress: Progress | None, finish: Finish) -> Started | None:
             def finished(outcome: Callable[[], Outcome]) -> None:
                 finish(lambda: _answer_of(outcome))
 
-            return ready(session_id, finished, progress)
+            return ready(session_id_of, finished, progress)
 
         return go
 

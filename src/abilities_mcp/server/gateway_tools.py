@@ -22,7 +22,7 @@ from ..gateway import batch, cache
 from ..gateway.config import Gateway
 from ..gateway.directory import broken, search
 from ..gateway.person import Ask, FormFirst
-from ..gateway.proxy import Gate, Outcome, Proxy
+from ..gateway.proxy import Gate, Outcome, Proxy, SessionOf
 from ..gateway.upstreams import Progress, Started
 from ..prerequisites.approvals import APPROVED, USED, CallApproval, CallApprovals, describe
 from ..prerequisites.gates import categories_of
@@ -132,8 +132,9 @@ PROXIES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_worl
 CallThrough = Callable[[Any, str, dict[str, Any], str, Progress | None], Awaitable[CallToolResult]]
 # Where tool_call started without a task ends: handed a function that returns its result or raises as call_through.
 Finish = Callable[[Callable[[], CallToolResult]], None]
-# A call ready to start without a task: (session_id, progress, finish) -> Started, or None when it must wait after all.
-Go = Callable[[str, Progress | None, Finish], Started | None]
+# A call ready to start without a task: (session_id_of, progress, finish) -> Started, or None when it must wait after
+# all; session_id_of() is the call's session id, asked for only when the gates or the record need it (Proxy.ready_now).
+Go = Callable[[SessionOf, Progress | None, Finish], Started | None]
 # tool_call ready to start without a task (session, tool, arguments); None when it must wait.
 CallNow = Callable[[Any, str, dict[str, Any]], Go | None]
 
@@ -179,11 +180,11 @@ def add_gateway_tools(server: MCPServer, gateway: Gateway, workflows: Workflows,
         if ready is None:
             return None
 
-        def go(session_id: str, progress: Progress | None, finish: Finish) -> Started | None:
+        def go(session_id_of: SessionOf, progress: Progress | None, finish: Finish) -> Started | None:
             def finished(outcome: Callable[[], Outcome]) -> None:
                 finish(lambda: _result(outcome()))
 
-            return ready(session_id, finished, progress)
+            return ready(session_id_of, finished, progress)
 
         return go
 

@@ -185,14 +185,21 @@ class Lane:
         go: Go | None,
     ) -> Work | None:
         """The call started at once (None), or its work for a task. Either way its session is found here, once: an
-        announcement the hook made for it (state/claims.py) is used up by the claim."""
+        announcement the hook made for it (state/claims.py) is used up by the claim. A call started at once claims
+        it before it is sent only when its gates read the session (a workflow triggers on it); else just after,
+        while the upstream works on the call."""
+        session_id_of = _SessionOf(self.session, params)  # type: ignore[arg-type]
+        if go is not None and self._start(request_id, params, session_id_of, version, go, span):
+            try:
+                session_id_of()
+            except Exception:  # the call is out; what needs the session (its record) fails and says why
+                log.exception("finding the session of a tools/call sent at once failed")
+            return None
         try:
-            session_id = _session_id(self.session, params)  # type: ignore[arg-type]
+            session_id = session_id_of()
         except Exception:  # the task looks again, and answers the failure
             log.exception("finding the session of a tools/call failed")
             return work
-        if go is not None and self._start(request_id, params, session_id, version, go, span):
-            return None
         return functools.partial(work, session_id=session_id)
 
     def _ready(self, request_id: types.RequestId, params: dict[str, Any], exposed: bool) -> Go | None:
@@ -220,7 +227,7 @@ class Lane:
         self,
         request_id: types.RequestId,
         params: dict[str, Any],
-        session_id: str,
+        session_id_of: Callable[[], str],
         version: str,
         go: Go,
         span: tracing.Span = tracing.QUIET,
@@ -240,7 +247,7 @@ class Lane:
             self._out_now(answer)
 
         try:
-            started = go(session_id, progress, finish)
+            started = go(session_id_of, progress, finish)
         except Exception:  # a bug of ours before anything was sent: the waiting way says what it is
             log.exception("starting %r at once failed; it takes the waiting way", params.get("name"))
             return False
@@ -414,6 +421,22 @@ def _plain_tool_call(arguments: Mapping[str, Any] | None) -> bool:
 
 def _session_id(session: Session, params: Mapping[str, Any]) -> str:
     return session.session_of_request(params.get("_meta") or {}, "tools/call", params, None)
+
+
+class _SessionOf:
+    """A call's session id, found when first asked for and then kept (a failure is not kept: asked again, it is
+    looked for again, as the waiting way does)."""
+
+    __slots__ = ("_session", "_params", "_found")
+
+    def __init__(self, session: Session, params: Mapping[str, Any]):
+        self._session, self._params = session, params
+        self._found: str | None = None
+
+    def __call__(self) -> str:
+        if self._found is None:
+            self._found = _session_id(self._session, self._params)
+        return self._found
 
 
 def _error(text: str) -> CallToolResult:
