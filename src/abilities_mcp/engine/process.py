@@ -315,6 +315,8 @@ class _Watch:
         if not chunk:  # its end
             self.loop.remove_reader(fd)
             del self.open[fd]
+            if not self.open:  # the shell closes its pipes as it exits: it is often reapable already
+                self.process.poll()
             return
         self.open[fd].feed(chunk)
         self.write(chunk)
@@ -423,7 +425,7 @@ class Spawned:
 
     def __init__(self, pid: int, stdout: int, stderr: int):
         self.pid = pid
-        self.stdout, self.stderr = open(stdout, "rb", buffering=0), open(stderr, "rb", buffering=0)  # noqa: SIM115
+        self.stdout, self.stderr = _Pipe(stdout), _Pipe(stderr)
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -435,6 +437,21 @@ class Spawned:
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
+
+
+class _Pipe:
+    """A pipe's reading end as a bare descriptor (read with os.read): what a file object would add, unused."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
 
 
 def _posix_spawn(argv: list[str], env: dict[str, str]) -> Spawned:
