@@ -48,6 +48,8 @@ PR_SET_CHILD_SUBREAPER = 36
 ESCAPE_ROUNDS = 5
 # How long a killed escaped process gets to die before we stop waiting to reap it.
 REAP_SECONDS = 1.0
+# After a SIGCHLD, how long before adopted orphans are reaped (one reap for every child that exits meanwhile).
+REAP_AFTER_SECONDS = 0.05
 # Pids this process started itself (step shells, the watchdog), reaped by their own Popen. Any other child is a
 # step's escaped descendant the subreaper adopted, which nobody else would reap: `reap_adopted` does. A process
 # fact, so module state: a process has one set of children.
@@ -542,13 +544,33 @@ def _exited_child() -> int | None:
 async def reap_adopted_forever() -> None:
     """For a process that runs steps and owns all its children (`serve`, `run`): reap adopted orphans as they exit
     (SIGCHLD), so a step's `setsid sh -c 'exit 0' &` leaves no zombie behind. Not in a process whose other code
-    starts children of its own (a test runner), whose exits this would take from their Popen."""
+    starts children of its own (a test runner), whose exits this would take from their Popen.
+
+    A SIGCHLD schedules one reap REAP_AFTER_SECONDS later, not one each: every step's shell sends one as it ends
+    (and is reaped by its step), so a run of short steps costs a reap per burst, not a task woken per step."""
     if sys.platform != "linux":
         return
-    with anyio.open_signal_receiver(signal.SIGCHLD) as received:
-        reap_adopted()  # anything adopted before the receiver was in place
-        async for _ in received:
-            reap_adopted()
+    loop = asyncio.get_running_loop()
+    pending: asyncio.TimerHandle | None = None
+
+    def reap() -> None:
+        nonlocal pending
+        pending = None
+        reap_adopted()
+
+    def child_exited() -> None:
+        nonlocal pending
+        if pending is None:
+            pending = loop.call_later(REAP_AFTER_SECONDS, reap)
+
+    loop.add_signal_handler(signal.SIGCHLD, child_exited)
+    try:
+        reap_adopted()  # anything adopted before the handler was in place
+        await anyio.sleep_forever()
+    finally:
+        loop.remove_signal_handler(signal.SIGCHLD)
+        if pending is not None:
+            pending.cancel()
 
 
 def _zombie(pid: int) -> bool:
