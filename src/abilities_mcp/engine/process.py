@@ -498,9 +498,11 @@ def _inheritable_fds() -> list[int]:
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd > 2:
-            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            try:
                 if os.get_inheritable(fd):
                     found.append(fd)
+            except OSError:  # the listing's own descriptor, closed by now
+                pass
     return found
 
 
@@ -683,7 +685,22 @@ async def kill_escaped(marker: str) -> None:
 def escaped(marker: str) -> list[int]:
     """The step's processes that left its group and, orphaned, were adopted by this process."""
     # Our own children (step shells, the watchdog) never escaped: their environments need no reading.
-    return [pid for pid in _children() if pid not in _SPAWNED and _has_marker(pid, marker)]
+    return [pid for pid in _adopted() if pid not in _SPAWNED and _has_marker(pid, marker)]
+
+
+def _adopted() -> list[int]:
+    """The children orphans are adopted as: the kernel hands an orphan to the subreaper's first live thread, the
+    main one while this process runs (one file to read, not every thread's); every thread's if that one is gone."""
+    try:
+        fd = os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return _children()
+    try:
+        return [int(p) for p in os.read(fd, 1 << 16).split()]
+    except OSError:
+        return _children()
+    finally:
+        os.close(fd)
 
 
 def _children() -> list[int]:
