@@ -240,6 +240,7 @@ class _Watch:
         self.process, self.write = process, write
         self.open: dict[int, Capture] = {}  # the pipes not at their end yet, by descriptor
         self.pidfd: int | None = None
+        self._exit_watched = False  # the pidfd is registered with the loop
         self.failure: BaseException | None = None  # raised by a callback (a write to the state): the step's
         self._waiter: asyncio.Future[None] | None = None
         self._done: Callable[[], bool] = lambda: True
@@ -265,6 +266,7 @@ class _Watch:
             self._poll_later()
             return
         self.loop.add_reader(self.pidfd, self._exit_seen)
+        self._exit_watched = True
 
     async def exited(self, seconds: float) -> bool:
         """Wait at most `seconds` for the shell to exit (it is reaped then); whether it has."""
@@ -326,6 +328,7 @@ class _Watch:
     def _exit_seen(self) -> None:
         assert self.pidfd is not None
         self.loop.remove_reader(self.pidfd)
+        self._exit_watched = False
         if self.process.poll() is None:  # woken yet not reapable (never expected): poll from here on
             self._poll_later()
         self._check()
@@ -352,7 +355,8 @@ class _Watch:
             self.loop.remove_reader(fd)
         self.open.clear()
         if self.pidfd is not None:
-            self.loop.remove_reader(self.pidfd)
+            if self._exit_watched:
+                self.loop.remove_reader(self.pidfd)
             os.close(self.pidfd)
             self.pidfd = None
         if self._poller is not None:
