@@ -232,8 +232,9 @@ def _close_pipes(process: subprocess.Popen | Spawned) -> None:
 
 
 class _Watch:
-    """A step's two pipes and its exit, watched by the event loop's own callbacks: the step waits on one future,
-    no task per pipe, no thread. `close` releases everything (the pipes, the pidfd, the loop's readers)."""
+    """A step's two pipes and its exit (a pidfd), watched by the event loop's own callbacks: the step waits on one
+    future, with no task per pipe, no cancel scope per wait, and no thread (asyncio's child watcher starts one per
+    process). `close` releases everything (the pipes, the pidfd, the loop's readers)."""
 
     def __init__(self, process: subprocess.Popen | Spawned, out: Capture, err: Capture, write: Callable[[bytes], None]):
         self.loop = asyncio.get_running_loop()
@@ -241,7 +242,7 @@ class _Watch:
         self.open: dict[int, Capture] = {}  # the pipes not at their end yet, by descriptor
         self.pidfd: int | None = None
         self._exit_watched = False  # the pidfd is registered with the loop
-        self.failure: BaseException | None = None  # raised by a callback (a write to the state): the step's
+        self.failure: BaseException | None = None  # what a callback raised (a write to the state), raised here
         self._waiter: asyncio.Future[None] | None = None
         self._done: Callable[[], bool] = lambda: True
         self._poller: asyncio.TimerHandle | None = None
