@@ -309,7 +309,8 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
 
     async def _run_step(self, live: LiveRun, step: Step) -> None:
         """A step in its span, a child of its run's."""
-        with tracing.span(f"step {step.id}", _step_attributes(live, step)) as span:
+        attributes = _step_attributes(live, step) if tracing.enabled() else None  # only where spans are recorded
+        with tracing.span(f"step {step.id}", attributes) as span:
             await self._step_attempts(live, step)
             outcome = live.outputs.get(step.id, {})
             span.set({"abilities.status": outcome.get("status"), "process.exit.code": outcome.get("exit_code")})
@@ -382,7 +383,14 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
                 shown = True
                 self._step_event(live, step.id, event, **started)
 
-        spool = Spool(spool_path(self.store.folder, live.run_id, step.id))
+        spool: Spool | None = None
+
+        def spooled(chunk: bytes) -> None:
+            nonlocal spool
+            if spool is None:  # most steps end before they are shown, and never spool
+                spool = Spool(spool_path(self.store.folder, live.run_id, step.id))
+            spool.write(chunk)
+
         try:
             result = await run_script(
                 command,
@@ -394,7 +402,7 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
                 on_show=show,
                 # replicas take a dead one's runs over from what is recorded: there, every start is, at once
                 show_after=0.0 if self.store.replicated else SHOW_AFTER_SECONDS,
-                spool=spool.write,
+                spool=spooled,
                 **needles(step),
             )
         except SpawnError as exc:
@@ -404,7 +412,8 @@ class Engine(AgentSteps, PersonSteps, ChildRuns, RunControl, Replicas):
                 show(started["pgid"])
             raise
         finally:
-            spool.close()
+            if spool is not None:
+                spool.close()
         problem = check_result(step, result, cwd)
         output = result.stdout.rstrip("\n")
         fields = dict(

@@ -17,7 +17,7 @@ def skip_reason(ability: Ability, step, inputs: dict[str, Any], outputs: dict[st
     `failure()` lifts it too and is true when a step it depends on (directly or not) failed.
     """
     cond = parse_condition(step.when) if step.when else None
-    statuses = {sid: o.get("status") for sid, o in outputs.items()}
+    statuses = _Statuses(outputs)
     # Only failure() asks about every step this one depends on: walk them only then (a long chain is quadratic).
     uses_failure = cond is not None and "failure" in cond.functions
     failed = uses_failure and any(statuses.get(a) == StepState.FAILED for a in ancestors(ability, step.id))
@@ -28,3 +28,13 @@ def skip_reason(ability: Ability, step, inputs: dict[str, Any], outputs: dict[st
     if cond is not None and not cond.evaluate(inputs, outputs, failed):
         return f"when: {step.when} was false"
     return None
+
+
+class _Statuses:
+    """Each step's status, read from the outputs as asked (a step asks only of its needs and ancestors)."""
+
+    def __init__(self, outputs: dict[str, dict[str, Any]]):
+        self.outputs = outputs
+
+    def get(self, step_id: str) -> Any:
+        return self.outputs.get(step_id, {}).get("status")

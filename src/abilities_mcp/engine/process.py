@@ -8,6 +8,7 @@ process, once its parent is gone, becomes our child, and the step's marker in it
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import functools
@@ -32,6 +33,8 @@ TAIL_BYTES = 24 * 1024
 DRAIN_SECONDS = 2.0
 # Bytes read from a pipe at a time.
 READ_CHUNK = 64 * 1024
+# Where there is no pidfd, a step's exit is polled for: first after this long, the pause doubling up to the most.
+POLL_FIRST_SECONDS, POLL_MAX_SECONDS = 0.005, 0.1
 # A step is shown (its start recorded, its output spooled for `logs --follow`) once it has run this long or printed
 # this much: most steps end sooner, and then their start and end are one write. Nothing reported is lost if the
 # server dies before: the watchdog knows the group at once, recovery finds the processes by their marker.
@@ -45,6 +48,8 @@ PR_SET_CHILD_SUBREAPER = 36
 ESCAPE_ROUNDS = 5
 # How long a killed escaped process gets to die before we stop waiting to reap it.
 REAP_SECONDS = 1.0
+# After a SIGCHLD, how long before adopted orphans are reaped (one reap for every child that exits meanwhile).
+REAP_AFTER_SECONDS = 0.05
 # Pids this process started itself (step shells, the watchdog), reaped by their own Popen. Any other child is a
 # step's escaped descendant the subreaper adopted, which nobody else would reap: `reap_adopted` does. A process
 # fact, so module state: a process has one set of children.
@@ -153,47 +158,36 @@ async def run_script(
         process = _spawn(command, cwd, env)
     except (OSError, ValueError) as exc:
         raise SpawnError(_spawn_problem(exc, env)) from exc
-    # Our own spawn + epoll on the pipes and a pidfd: asyncio's default child watcher starts a thread per process,
-    # which costs more than the spawn itself.
     pgid = process.pid  # its own session makes the shell its group's leader
     out, err = Capture(needles=stdout_needles), Capture(needles=stderr_needles)
-    eof = (anyio.Event(), anyio.Event())
-    timed_out = False
     RUNNING[pgid] = (out, err)
     shown = _Shown(pgid, on_show, spool)
+    watch: _Watch | None = None
+    ended = timed_out = False
     try:
         on_start(pgid)
         if show_after <= 0:
             shown.show()
-        async with anyio.create_task_group() as readers:
-            readers.start_soon(_pump, process.stdout, out, eof[0], shown.write)
-            readers.start_soon(_pump, process.stderr, err, eof[1], shown.write)
-            with anyio.move_on_after(timeout) as deadline:
-                if not shown.shown:
-                    with anyio.move_on_after(show_after):
-                        await wait_exit(process)
-                    if process.returncode is None:
-                        shown.show()
-                await wait_exit(process)
-            timed_out = deadline.cancelled_caught
-            with anyio.CancelScope(shield=True):
-                await kill_group(pgid, process)
-                with anyio.move_on_after(DRAIN_SECONDS):
-                    for event in eof:
-                        await event.wait()
-            readers.cancel_scope.cancel()
+        watch = _Watch(process, out, err, shown.write)
+        deadline = time.monotonic() + timeout
+        if not shown.shown and not await watch.exited(min(show_after, timeout)):
+            shown.show()
+        timed_out = not await watch.exited(deadline - time.monotonic())
+        ended = True
     finally:
-        with anyio.CancelScope(shield=True):
-            await kill_group(pgid, process)
-            if marker := env.get(MARKER_VAR):
-                await kill_escaped(marker)
-            for pipe in (process.stdout, process.stderr):
-                anyio.notify_closing(pipe)
-                pipe.close()
-        RUNNING.pop(pgid, None)
-        if process.returncode is not None:
-            forget(process.pid)
-        on_end(pgid)
+        try:
+            if not _all_gone(pgid, process, watch, env.get(MARKER_VAR)):
+                with anyio.CancelScope(shield=True):
+                    await _wind_down(pgid, process, watch, env.get(MARKER_VAR), drain=ended)
+        finally:
+            if watch is not None:
+                watch.close()
+            else:
+                _close_pipes(process)
+            RUNNING.pop(pgid, None)
+            if process.returncode is not None:
+                forget(process.pid)
+            on_end(pgid)
     return ScriptResult(
         pgid=pgid,
         exit_code=process.returncode,
@@ -205,6 +199,181 @@ async def run_script(
         timed_out=timed_out,
         found={f"stdout:{n}" for n in out.found} | {f"stderr:{n}" for n in err.found},
     )
+
+
+def _all_gone(pgid: int, process: subprocess.Popen | Spawned, watch: _Watch | None, marker: str | None) -> bool:
+    """Whether the step ended cleanly, the usual case, with nothing to wait for: the shell reaped, both pipes at
+    their end, no process left in its group, none escaped from it."""
+    return (
+        watch is not None
+        and watch.drained_now()
+        and process.returncode is not None
+        and not _signal_group(pgid, 0)  # the group is empty
+        and not (marker and escaped(marker))
+    )
+
+
+async def _wind_down(
+    pgid: int, process: subprocess.Popen | Spawned, watch: _Watch | None, marker: str | None, *, drain: bool
+) -> None:
+    """Kill the group (and reap the shell), read the pipes to their end when the step ended by itself or its
+    timeout (a process that escaped the group may hold them: at most DRAIN_SECONDS), kill escaped processes."""
+    await kill_group(pgid, process)
+    if drain and watch is not None:
+        await watch.drained(DRAIN_SECONDS)
+    if marker:
+        await kill_escaped(marker)
+
+
+def _close_pipes(process: subprocess.Popen | Spawned) -> None:
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+class _Watch:
+    """A step's two pipes and its exit (a pidfd), watched by the event loop's own callbacks: the step waits on one
+    future, with no task per pipe, no cancel scope per wait, and no thread (asyncio's child watcher starts one per
+    process). `close` releases everything (the pipes, the pidfd, the loop's readers)."""
+
+    def __init__(self, process: subprocess.Popen | Spawned, out: Capture, err: Capture, write: Callable[[bytes], None]):
+        self.loop = asyncio.get_running_loop()
+        self.process, self.write = process, write
+        self.open: dict[int, Capture] = {}  # the pipes not at their end yet, by descriptor
+        self.pidfd: int | None = None
+        self._exit_watched = False  # the pidfd is registered with the loop
+        self.failure: BaseException | None = None  # what a callback raised (a write to the state), raised here
+        self._waiter: asyncio.Future[None] | None = None
+        self._done: Callable[[], bool] = lambda: True
+        self._poller: asyncio.TimerHandle | None = None
+        self._pause = POLL_FIRST_SECONDS
+        try:
+            for pipe, capture in ((process.stdout, out), (process.stderr, err)):
+                assert pipe is not None
+                fd = pipe.fileno()
+                os.set_blocking(fd, False)
+                self.loop.add_reader(fd, self._readable, fd)
+                self.open[fd] = capture
+            self._watch_exit()
+        except BaseException:
+            self.close()
+            raise
+
+    def _watch_exit(self) -> None:
+        """A pidfd the loop waits on where the kernel has one; elsewhere polling with a growing pause."""
+        try:
+            self.pidfd = os.pidfd_open(self.process.pid)
+        except (AttributeError, OSError):
+            self._poll_later()
+            return
+        self.loop.add_reader(self.pidfd, self._exit_seen)
+        self._exit_watched = True
+
+    async def exited(self, seconds: float) -> bool:
+        """Wait at most `seconds` for the shell to exit (it is reaped then); whether it has."""
+        return await self._until(lambda: self.process.returncode is not None, seconds)
+
+    async def drained(self, seconds: float) -> bool:
+        """Wait at most `seconds` for both pipes to reach their end; whether they have."""
+        return await self._until(self.drained_now, seconds)
+
+    def drained_now(self) -> bool:
+        return not self.open and self.failure is None
+
+    async def _until(self, done: Callable[[], bool], seconds: float) -> bool:
+        if self.failure is None and not done() and seconds > 0:
+            self._waiter, self._done = self.loop.create_future(), done
+            timer = self.loop.call_later(seconds, self._wake)
+            try:
+                await self._waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        if self.failure is not None:
+            raise self.failure
+        return done()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _check(self) -> None:
+        if self._waiter is not None and (self.failure is not None or self._done()):
+            self._wake()
+
+    def _readable(self, fd: int) -> None:
+        try:
+            chunk = _read(fd)
+            if chunk:
+                self._take(fd, chunk)
+                # Short: the pipe is empty, and a shell that printed and exited has its end there too: read it now,
+                # not on the loop's next turn.
+                if len(chunk) < READ_CHUNK and fd in self.open and (more := _read(fd)) is not None:
+                    self._take(fd, more)
+            elif chunk is not None:
+                self._take(fd, chunk)
+        except Exception as exc:  # noqa: BLE001 -- the step's own failure: raised where it waits, not in the loop
+            self._fail(exc)
+        self._check()
+
+    def _take(self, fd: int, chunk: bytes) -> None:
+        if not chunk:  # its end
+            self.loop.remove_reader(fd)
+            del self.open[fd]
+            if not self.open:  # the shell closes its pipes as it exits: it is often reapable already
+                self.process.poll()
+            return
+        self.open[fd].feed(chunk)
+        self.write(chunk)
+
+    def _exit_seen(self) -> None:
+        assert self.pidfd is not None
+        self.loop.remove_reader(self.pidfd)
+        self._exit_watched = False
+        if self.process.poll() is None:  # woken yet not reapable (never expected): poll from here on
+            self._poll_later()
+        self._check()
+
+    def _poll_later(self) -> None:
+        self._poller = self.loop.call_later(self._pause, self._poll)
+        self._pause = min(self._pause * 2, POLL_MAX_SECONDS)
+
+    def _poll(self) -> None:
+        self._poller = None
+        if self.process.poll() is None:
+            self._poll_later()
+        self._check()
+
+    def _fail(self, exc: BaseException) -> None:
+        self.failure = exc
+        for fd in list(self.open):
+            self.loop.remove_reader(fd)
+        self.open.clear()
+
+    def close(self) -> None:
+        """Stop watching and close the pipes and the pidfd: once, whatever ended the step."""
+        for fd in self.open:
+            self.loop.remove_reader(fd)
+        self.open.clear()
+        if self.pidfd is not None:
+            if self._exit_watched:
+                self.loop.remove_reader(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = None
+        if self._poller is not None:
+            self._poller.cancel()
+            self._poller = None
+        _close_pipes(self.process)
+
+
+def _read(fd: int) -> bytes | None:
+    """What the pipe holds (b"" at its end, or when it failed), None when nothing yet."""
+    try:
+        return os.read(fd, READ_CHUNK)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        return b""
 
 
 class _Shown:
@@ -263,7 +432,7 @@ class Spawned:
 
     def __init__(self, pid: int, stdout: int, stderr: int):
         self.pid = pid
-        self.stdout, self.stderr = open(stdout, "rb", buffering=0), open(stderr, "rb", buffering=0)  # noqa: SIM115
+        self.stdout, self.stderr = _Pipe(stdout), _Pipe(stderr)
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -275,6 +444,21 @@ class Spawned:
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
+
+
+class _Pipe:
+    """A pipe's reading end as a bare descriptor (read with os.read): what a file object would add, unused."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
 
 
 def _posix_spawn(argv: list[str], env: dict[str, str]) -> Spawned:
@@ -319,9 +503,11 @@ def _inheritable_fds() -> list[int]:
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd > 2:
-            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            try:
                 if os.get_inheritable(fd):
                     found.append(fd)
+            except OSError:  # the listing's own descriptor, closed by now
+                pass
     return found
 
 
@@ -365,13 +551,33 @@ def _exited_child() -> int | None:
 async def reap_adopted_forever() -> None:
     """For a process that runs steps and owns all its children (`serve`, `run`): reap adopted orphans as they exit
     (SIGCHLD), so a step's `setsid sh -c 'exit 0' &` leaves no zombie behind. Not in a process whose other code
-    starts children of its own (a test runner), whose exits this would take from their Popen."""
+    starts children of its own (a test runner), whose exits this would take from their Popen.
+
+    A SIGCHLD schedules one reap REAP_AFTER_SECONDS later, not one each: every step's shell sends one as it ends
+    (and is reaped by its step), so a run of short steps costs a reap per burst, not a task woken per step."""
     if sys.platform != "linux":
         return
-    with anyio.open_signal_receiver(signal.SIGCHLD) as received:
-        reap_adopted()  # anything adopted before the receiver was in place
-        async for _ in received:
-            reap_adopted()
+    loop = asyncio.get_running_loop()
+    pending: asyncio.TimerHandle | None = None
+
+    def reap() -> None:
+        nonlocal pending
+        pending = None
+        reap_adopted()
+
+    def child_exited() -> None:
+        nonlocal pending
+        if pending is None:
+            pending = loop.call_later(REAP_AFTER_SECONDS, reap)
+
+    loop.add_signal_handler(signal.SIGCHLD, child_exited)
+    try:
+        reap_adopted()  # anything adopted before the handler was in place
+        await anyio.sleep_forever()
+    finally:
+        loop.remove_signal_handler(signal.SIGCHLD)
+        if pending is not None:
+            pending.cancel()
 
 
 def _zombie(pid: int) -> bool:
@@ -390,26 +596,6 @@ def _spawn_problem(exc: Exception, env: dict[str, str]) -> str:
             f"{len(value)} bytes); pass a file path instead of the content"
         )
     return f"could not start the command: {exc}"
-
-
-async def _pump(pipe, capture: Capture, eof: anyio.Event, spool: Callable[[bytes], None]) -> None:
-    fd = pipe.fileno()
-    os.set_blocking(fd, False)
-    try:
-        while True:
-            await anyio.wait_readable(pipe)
-            try:
-                chunk = os.read(fd, READ_CHUNK)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                return
-            capture.feed(chunk)
-            spool(chunk)
-    except (OSError, anyio.ClosedResourceError):
-        pass
-    finally:
-        eof.set()
 
 
 async def wait_exit(process: subprocess.Popen | Spawned) -> None:
@@ -491,15 +677,35 @@ def _become_subreaper() -> None:
 async def kill_escaped(marker: str) -> None:
     """Kill (and reap) the step's processes that left its group and, orphaned, were adopted by this process."""
     for _ in range(ESCAPE_ROUNDS):
-        # Our own children (step shells, the watchdog) never escaped: their environments need no reading.
-        escaped = [pid for pid in _children() if pid not in _SPAWNED and _has_marker(pid, marker)]
-        if not escaped:
+        found = escaped(marker)
+        if not found:
             return
-        for pid in escaped:
+        for pid in found:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        for pid in escaped:
+        for pid in found:
             await _reap(pid)
+
+
+def escaped(marker: str) -> list[int]:
+    """The step's processes that left its group and, orphaned, were adopted by this process."""
+    # Our own children (step shells, the watchdog) never escaped: their environments need no reading.
+    return [pid for pid in _adopted() if pid not in _SPAWNED and _has_marker(pid, marker)]
+
+
+def _adopted() -> list[int]:
+    """The children orphans are adopted as: the kernel hands an orphan to the subreaper's first live thread, the
+    main one while this process runs (one file to read, not every thread's); every thread's if that one is gone."""
+    try:
+        fd = os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return _children()
+    try:
+        return [int(p) for p in os.read(fd, 1 << 16).split()]
+    except OSError:
+        return _children()
+    finally:
+        os.close(fd)
 
 
 def _children() -> list[int]:

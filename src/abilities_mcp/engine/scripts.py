@@ -38,7 +38,8 @@ def prepare_script(step: ScriptStep, live: LiveRun, root: Path) -> tuple[str, Pa
     """The command (placeholders as quoted variables), its cwd inside the root, and its environment."""
 
     resolve = live.resolve
-    command, values = render_shell(step.run, resolve)
+    # Without a placeholder the command is its own rendering (nothing to quote): skip walking it.
+    command, values = render_shell(step.run, resolve) if "{{" in step.run else (step.run, {})
     cwd = (root / render_text(step.cwd, resolve)).resolve() if step.cwd else root
     if cwd != root and root not in cwd.parents:
         raise ValueError(f"cwd {step.cwd!r} resolves to {str(cwd)!r}, outside the project root; fix cwd")
