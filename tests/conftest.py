@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+import long_first
 from abilities_mcp.server import create_server
 from abilities_mcp.state.project import Project
 from postgres_support import Cluster, start_cluster
@@ -41,6 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
     has SIGINT at its default, so the suite starts its commands with it there, however it was started itself."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The known-long tests first, shared out over xdist's workers (tests/long_first.py).
+    config.pluginmanager.register(long_first, "long_first")
 
 
 @pytest.fixture(autouse=True)

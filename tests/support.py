@@ -47,11 +47,17 @@ def sleeping(*seconds: int) -> list[psutil.Process]:
     """Live (not zombie) `sleep N` processes for the given durations, whoever their parent is."""
     wanted = {str(s) for s in seconds}
     found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        cmd = proc.info["cmdline"] or []
-        if proc.info["status"] != psutil.STATUS_ZOMBIE and len(cmd) == 2 and cmd[0].endswith("sleep"):
-            if cmd[1] in wanted:
-                found.append(proc)
+    # Tests poll this every 50 ms: the name and status come from one read of each process's stat, and only a `sleep`
+    # has its command line read too (reading every process's took twice the CPU, ~25 ms a call at 200 processes).
+    for proc in psutil.process_iter(["name", "status"]):
+        if proc.info["name"] != "sleep" or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            cmd = proc.cmdline()
+        except psutil.Error:
+            continue  # gone since
+        if len(cmd) == 2 and cmd[0].endswith("sleep") and cmd[1] in wanted:
+            found.append(proc)
     return found
 
 

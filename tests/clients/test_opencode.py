@@ -98,6 +98,19 @@ def plugin_deps() -> Path:
     return PLUGIN_DEPS
 
 
+def link_plugin_deps(folder: Path) -> None:
+    """`folder` (a project's .opencode/, or OpenCode's global config folder in HOME) with the plugin's dependencies
+    installed once: OpenCode installs them from npm into each of these folders that lacks them, at every start (tens
+    of MB into a fresh HOME's ~/.config/opencode, most of a run's time)."""
+    deps = plugin_deps()
+    folder.mkdir(parents=True, exist_ok=True)
+    if (folder / "node_modules").exists():
+        return  # a scenario may run OpenCode twice on one HOME
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(deps / name, folder / name)
+    (folder / "node_modules").symlink_to(deps / "node_modules", target_is_directory=True)
+
+
 class OpenCodeProject:
     """A scratch project with abilities-mcp set up for OpenCode, the model's provider pointing at `model`."""
 
@@ -118,11 +131,7 @@ class OpenCodeProject:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         assert not gateway or f"moved {', '.join(gateway)} from" in done.stdout, done.stdout
-        deps = plugin_deps()
-        opencode_dir = self.root / ".opencode"
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(deps / name, opencode_dir / name)
-        (opencode_dir / "node_modules").symlink_to(deps / "node_modules", target_is_directory=True)
+        link_plugin_deps(self.root / ".opencode")
         config = json.loads((self.root / "opencode.json").read_text())
         for name, command in (extra_servers or {}).items():
             config["mcp"][name] = {"type": "local", "command": command, "enabled": True}
@@ -140,6 +149,9 @@ class OpenCodeProject:
         }
         self.config |= {"model": "scripted/m", "small_model": "scripted/m"}
         (self.root / "opencode.json").write_text(json.dumps(self.config, indent=2))
+        link_plugin_deps(self.home / ".config" / "opencode")
+        tmp = self.home.parent / "tmp"  # bun unpacks a 5 MB native library into $TMPDIR at every start
+        tmp.mkdir(exist_ok=True)
         env = {
             **os.environ,
             "PWD": str(self.root),  # OpenCode finds the project from $PWD, not from its working directory
@@ -148,6 +160,7 @@ class OpenCodeProject:
             "XDG_DATA_HOME": str(self.home / ".local" / "share"),
             "XDG_STATE_HOME": str(self.home / ".local" / "state"),
             "XDG_CACHE_HOME": str(self.home / ".cache"),
+            "TMPDIR": str(tmp),
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_SHARE": "1",
             "OPENCODE_DISABLE_MODELS_FETCH": "1",

@@ -18,6 +18,9 @@ from upstream_servers import sqlite_server
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 # The first run downloads the Inspector through npx; later runs take a couple of seconds.
 INSPECTOR_TIMEOUT_SECONDS = 300
+# The Inspector's own bound on the server's start is 15 s; a cold interpreter importing the server on a loaded shared
+# machine took longer, failing the test for nothing. A bound only: the Inspector goes on as soon as it is connected.
+CONNECT = ("--connect-timeout", "120000")
 ABILITY_TOOLS = {
     "ability_list",
     "ability_validate",
@@ -50,8 +53,8 @@ def inspect(npx: str, root: Path, *args: str, server_env: dict[str, str] | None 
     """Run the Inspector CLI against `python -m abilities_mcp --root ROOT`; return its JSON result."""
     env_args = [arg for key, value in (server_env or {}).items() for arg in ("-e", f"{key}={value}")]
     result = subprocess.run(
-        [npx, "-y", INSPECTOR, "--cli", *env_args, sys.executable, "-m", "abilities_mcp", "--root", str(root), *args]
-        + ["--format", "json", "-q"],
+        [npx, "-y", INSPECTOR, "--cli", *CONNECT, *env_args, sys.executable, "-m", "abilities_mcp", "--root", str(root)]
+        + [*args, "--format", "json", "-q"],
         capture_output=True,
         text=True,
         timeout=INSPECTOR_TIMEOUT_SECONDS,
@@ -136,7 +139,7 @@ def test_the_inspector_lists_the_projects_skills_through_the_skills_extension(np
 def test_the_inspector_s_strict_schema_check_finds_nothing_to_warn_about(npx: str, root: Path, write) -> None:
     write("hello", "description: says hello\nsteps:\n  - {id: greet, type: script, run: echo hello}\n")
     result = subprocess.run(
-        [npx, "-y", INSPECTOR, "--cli", sys.executable, "-m", "abilities_mcp", "--root", str(root)]
+        [npx, "-y", INSPECTOR, "--cli", *CONNECT, sys.executable, "-m", "abilities_mcp", "--root", str(root)]
         + ["--method", "tools/list", "--strict", "--format", "json", "-q"],
         capture_output=True,
         text=True,
