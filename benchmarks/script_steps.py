@@ -64,12 +64,17 @@ def time_run(server: StdioClient) -> float:
     return elapsed
 
 
-def time_spawns(cwd: Path) -> float:
-    """The floor: the same `sh -c` commands, output captured as the server captures it."""
+def time_spawns(cwd: Path, session: bool = False) -> float:
+    """The floor: the same `sh -c` commands, output captured as the server captures it; with `session`, each in a
+    session of its own, as every step's shell is (it keeps the terminal from steps). On a loaded Linux machine with
+    the scheduler's autogroups on, a new session is a new group whose exec waits behind the load: the detail line
+    shows how much of the ratio that is."""
     started = time.perf_counter()
     for i in range(1, STEPS + 1):
         sh = ["sh", "-c", step_command(i)]
-        subprocess.run(sh, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, check=True)
+        subprocess.run(
+            sh, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, check=True, start_new_session=session
+        )
     return time.perf_counter() - started
 
 
@@ -96,11 +101,14 @@ def main() -> None:
             time_spawns(root)
             runs: list[float] = []
             spawns: list[float] = []
+            sessions: list[float] = []
             for i in range(repeats):
                 if i % 2 == 0:  # alternate which goes first
                     runs.append(time_run(server))
                     spawns.append(time_spawns(root))
+                    sessions.append(time_spawns(root, session=True))
                 else:
+                    sessions.append(time_spawns(root, session=True))
                     spawns.append(time_spawns(root))
                     runs.append(time_run(server))
         finally:
@@ -109,6 +117,8 @@ def main() -> None:
     log(f"script_steps: {STEPS} sequential steps printing a line, progress token, {repeats} interleaved repetitions")
     log(f"  ability_run  {spread(runs)}")
     log(f"  sh -c        {spread(spawns)}")
+    log(f"  sh -c, own session {spread(sessions)}")
+    log(f"  detail: {final_line('against a floor in sessions of its own', runs, sessions, None, 'runs')}")
     print(final_line("script_steps", runs, spawns, GOAL_RATIO, "runs"), flush=True)
 
 
