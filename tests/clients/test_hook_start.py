@@ -28,7 +28,12 @@ UNNEEDED_FOR_A_READ = (
     "abilities_mcp.phrases",
     "abilities_mcp.prerequisites.lowering",
     "hashlib",
+    "contextlib",
 )
+# What no decision needs, the deny that writes the audit trail and the record after a call included: typing (the
+# settings file's sessions.ttl is read for a session's records), and the shell command parser while every rule in
+# workflows.json is in plain words (prerequisites/rules.py).
+UNNEEDED_FOR_ANY = ("typing", "contextlib", "abilities_mcp.prerequisites.commands")
 # The hook's records: collections.namedtuple subclasses whose annotations document their fields (workflows.py says
 # why not typing.NamedTuple).
 RECORDS = {
@@ -82,6 +87,38 @@ def test_an_allowed_read_loads_no_session_records_no_audit_trail_and_no_client_c
 
 
 @pytest.mark.parametrize(
+    ("event", "payload", "answer"),
+    [
+        ("PreToolUse", {"tool_name": "mcp__db__execute_query"}, '"permissionDecision": "deny"'),
+        ("PostToolUse", {"tool_name": "mcp__db__list_databases", "tool_response": {"rows": []}}, ""),
+    ],
+    ids=["workflow-deny", "record"],
+)
+def test_a_deny_and_a_record_load_no_typing_no_contextlib_and_no_command_parser(root, event, payload, answer) -> None:
+    use_database_workflow(root)
+    rules = {"description": "d", "triggers": {"tools": ["Bash(git push --force:*)"]}, "approval": {"expires": "10m"}}
+    (root / "workflows.json").write_text(
+        json.dumps({**json.loads((root / "workflows.json").read_text()), "push": rules})
+    )
+    code = (
+        "import io, json, sys; from abilities_mcp.__main__ import main; "
+        "sys.stdin = io.StringIO(sys.argv[1]); code = main(['hook', 'claude', sys.argv[3]]); "
+        "sys.stderr.write(json.dumps([code, [m for m in sys.modules if m in sys.argv[2].split()]]))"
+    )
+    call = {"session_id": SESSION, "cwd": str(root), **payload}
+
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(call), " ".join(UNNEEDED_FOR_ANY), event],
+        capture_output=True,
+        text=True,
+        timeout=HOOK_TIMEOUT,
+    )
+
+    assert answer in done.stdout and (answer or done.stdout == "")
+    assert json.loads(done.stderr) == [0, []]
+
+
+@pytest.mark.parametrize(
     ("module", "name"), [(m, n) for m, names in RECORDS.items() for n in names], ids=lambda v: str(v).split(".")[-1]
 )
 def test_each_record_is_a_namedtuple_whose_annotations_are_its_fields(module, name) -> None:
@@ -124,3 +161,26 @@ def test_the_guards_find_each_protected_file_where_realpath_does(tmp_path) -> No
     for base in (root, tmp_path / "project" / ".claude" / "..", Path("/")):
         for name in (*CLIENT_FILES, ".abilities"):
             assert _real_in(os.path.realpath(base), name) == os.path.realpath(os.path.join(base, name)), name
+
+
+def test_the_state_files_wal_stays_short_across_many_hook_writes(root) -> None:
+    # A hook's process ends without closing the state file (__main__._exit_now), and the next one to open it with no
+    # other connection reads the whole WAL to rebuild its index: the hook's writes copy it into the file once it
+    # holds WAL_PAGES, so it never grows to SQLite's default 1000 pages (4 MB) between a server's checkpoints.
+    from abilities_mcp.clients.hook import WAL_PAGES, Hook, after
+    from abilities_mcp.clients.payloads import parse
+    from abilities_mcp.state.project import Project
+
+    use_database_workflow(root)
+    hooks = []
+    for i in range(60):  # about 9 pages each: five times WAL_PAGES in all
+        payload = {"session_id": f"s-{i}", "tool_name": "mcp__db__list_databases", "tool_response": {"rows": [i]}}
+        hook = Hook(parse("claude", "after", payload, "PostToolUse"), Project.resolve(root))
+        assert after(hook).context == ""
+        hooks.append(hook)  # each connection left open, as each hook's process leaves it
+    db = hooks[-1].database().db
+
+    recorded = db.execute("SELECT count(*) FROM prereq_records WHERE tool='list_databases'").fetchone()[0]
+    frame = db.execute("PRAGMA page_size").fetchone()[0] + 24  # a WAL frame: a page and its header
+    assert recorded == 60
+    assert state_db(root).with_name("state.db-wal").stat().st_size <= 32 + (WAL_PAGES + 20) * frame
