@@ -161,26 +161,3 @@ def test_the_guards_find_each_protected_file_where_realpath_does(tmp_path) -> No
     for base in (root, tmp_path / "project" / ".claude" / "..", Path("/")):
         for name in (*CLIENT_FILES, ".abilities"):
             assert _real_in(os.path.realpath(base), name) == os.path.realpath(os.path.join(base, name)), name
-
-
-def test_the_state_files_wal_stays_short_across_many_hook_writes(root) -> None:
-    # A hook's process ends without closing the state file (__main__._exit_now), and the next one to open it with no
-    # other connection reads the whole WAL to rebuild its index: the hook's writes copy it into the file once it
-    # holds WAL_PAGES, so it never grows to SQLite's default 1000 pages (4 MB) between a server's checkpoints.
-    from abilities_mcp.clients.hook import WAL_PAGES, Hook, after
-    from abilities_mcp.clients.payloads import parse
-    from abilities_mcp.state.project import Project
-
-    use_database_workflow(root)
-    hooks = []
-    for i in range(60):  # about 9 pages each: five times WAL_PAGES in all
-        payload = {"session_id": f"s-{i}", "tool_name": "mcp__db__list_databases", "tool_response": {"rows": [i]}}
-        hook = Hook(parse("claude", "after", payload, "PostToolUse"), Project.resolve(root))
-        assert after(hook).context == ""
-        hooks.append(hook)  # each connection left open, as each hook's process leaves it
-    db = hooks[-1].database().db
-
-    recorded = db.execute("SELECT count(*) FROM prereq_records WHERE tool='list_databases'").fetchone()[0]
-    frame = db.execute("PRAGMA page_size").fetchone()[0] + 24  # a WAL frame: a page and its header
-    assert recorded == 60
-    assert state_db(root).with_name("state.db-wal").stat().st_size <= 32 + (WAL_PAGES + 20) * frame

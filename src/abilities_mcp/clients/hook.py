@@ -84,11 +84,6 @@ MARKING_TOOLS = {"workflow_record", "workflow_check"}
 # BUDGET_ENV may shorten it, never lengthen it: a shorter budget only refuses sooner.
 BUDGET_SECONDS = 5.0
 BUDGET_ENV = "ABILITIES_HOOK_BUDGET"
-# Pages of the state file's WAL after which the hook's write copies it into the file (SQLite's default: 1000). The
-# hook ends without closing the file (__main__._exit_now), and the next process to open it while no other holds it
-# (every hook, when no server runs) reads the whole WAL to rebuild its index: opening one of 4 MB took 3-10 ms on
-# the loaded 2-core machine, an empty one 0.4 ms. A checkpoint of 100 pages, once every few dozen writes, costs less.
-WAL_PAGES = 100
 
 
 class Caller(namedtuple("Caller", "owner servers url", defaults=("",))):
@@ -280,8 +275,6 @@ class Hook:
         if self._db is None:
             left = BUSY_TIMEOUT_MS if self.deadline is None else (self.deadline - time.monotonic()) * 1000
             self._db = Database.open(self.project, accept_newer=True, busy_ms=max(1, min(BUSY_TIMEOUT_MS, left)))
-            if not self._db.postgres:
-                self._db.db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
         return self._db
 
     def position(self) -> Position | None:
