@@ -161,3 +161,30 @@ def test_the_guards_find_each_protected_file_where_realpath_does(tmp_path) -> No
     for base in (root, tmp_path / "project" / ".claude" / "..", Path("/")):
         for name in (*CLIENT_FILES, ".abilities"):
             assert _real_in(os.path.realpath(base), name) == os.path.realpath(os.path.join(base, name)), name
+
+
+def test_the_hook_empties_a_wal_that_outgrew_its_limit_and_loses_no_record(root, monkeypatch) -> None:
+    # Each hook's process leaves the state file unclosed, and the next one to open it alone reads the whole WAL and
+    # forgets what was checkpointed: the hook empties the WAL once it outgrows WAL_LIMIT_BYTES (Hook.settle).
+    from abilities_mcp.clients import hook as hooks
+    from abilities_mcp.clients.payloads import parse
+    from abilities_mcp.state import audit
+    from abilities_mcp.state.project import Project
+
+    monkeypatch.setattr(hooks, "WAL_LIMIT_BYTES", 64 * 1024)
+    use_database_workflow(root)
+    wal = state_db(root).with_name("state.db-wal")
+    opened, sizes = [], []
+    for i in range(60):  # about 9 pages each: eight times the limit in all
+        payload = {"session_id": f"s-{i}", "tool_name": "mcp__db__list_databases", "tool_response": {"rows": [i]}}
+        hook = hooks.Hook(parse("claude", "after", payload, "PostToolUse"), Project.resolve(root))
+        assert hooks.after(hook).context == ""
+        hook.settle()
+        opened.append(hook)  # each connection left open, as each hook's process leaves it
+        sizes.append(wal.stat().st_size)
+    database = opened[-1].database()
+
+    recorded = database.db.execute("SELECT count(*) FROM prereq_records WHERE tool='list_databases'").fetchone()[0]
+    assert recorded == 60 and audit.verify(database) == (60, None)
+    assert 0 in sizes  # emptied, more than once
+    assert max(sizes) < 64 * 1024 + 16 * 4120  # never past the limit by more than one write's pages
