@@ -15,12 +15,13 @@ global provider, so a run's span is the child of the `tools/call ability_run` sp
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, MutableMapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Mapping, MutableMapping
 
-# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call (and
+# contextlib: the blocks below are plain classes, contextlib would cost the hook as much as a millisecond).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
     from typing import Any
 
 # Either turns tracing on; the exporter reads them (and OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, ...) itself.
@@ -75,8 +76,25 @@ class Span:
 # The types an attribute keeps as they are (a StrEnum, a str subclass, becomes its text).
 _PLAIN = (str, bool, int, float)
 QUIET = Span()  # what every call gets while tracing is off
-_NOTHING: AbstractContextManager[Any] = nullcontext()
-_QUIET_BLOCK: AbstractContextManager[Span] = nullcontext(QUIET)
+
+
+class _Given:
+    """A block that does nothing and hands out `value` (contextlib's nullcontext)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any = None):
+        self.value = value
+
+    def __enter__(self) -> Any:
+        return self.value
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+
+_NOTHING: AbstractContextManager[Any] = _Given()
+_QUIET_BLOCK: AbstractContextManager[Span] = _Given(QUIET)
 
 
 def enabled() -> bool:
@@ -197,12 +215,27 @@ def _configure(short_lived: bool) -> bool:
     return True
 
 
-@contextmanager
-def _block(name: str, attributes: Mapping[str, Any] | None, kind: str, carrier: Any) -> Iterator[Span]:
-    with _tracer.start_as_current_span(
-        name, context=_context(carrier), kind=_kind(kind), attributes=_cleaned(attributes)
-    ) as opened:
-        yield Span(opened)
+def _block(name: str, attributes: Mapping[str, Any] | None, kind: str, carrier: Any) -> AbstractContextManager[Span]:
+    return _Block(
+        _tracer.start_as_current_span(
+            name, context=_context(carrier), kind=_kind(kind), attributes=_cleaned(attributes)
+        )
+    )
+
+
+class _Block:
+    """A recorded span around a block: the SDK's own block, its span handed out as a Span."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+
+    def __enter__(self) -> Span:
+        return Span(self._inner.__enter__())
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._inner.__exit__(*exc)
 
 
 def _context(carrier: Any) -> Any:

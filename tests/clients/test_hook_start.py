@@ -28,7 +28,12 @@ UNNEEDED_FOR_A_READ = (
     "abilities_mcp.phrases",
     "abilities_mcp.prerequisites.lowering",
     "hashlib",
+    "contextlib",
 )
+# What no decision needs, the deny that writes the audit trail and the record after a call included: typing (the
+# settings file's sessions.ttl is read for a session's records), and the shell command parser while every rule in
+# workflows.json is in plain words (prerequisites/rules.py).
+UNNEEDED_FOR_ANY = ("typing", "contextlib", "abilities_mcp.prerequisites.commands")
 # The hook's records: collections.namedtuple subclasses whose annotations document their fields (workflows.py says
 # why not typing.NamedTuple).
 RECORDS = {
@@ -82,6 +87,38 @@ def test_an_allowed_read_loads_no_session_records_no_audit_trail_and_no_client_c
 
 
 @pytest.mark.parametrize(
+    ("event", "payload", "answer"),
+    [
+        ("PreToolUse", {"tool_name": "mcp__db__execute_query"}, '"permissionDecision": "deny"'),
+        ("PostToolUse", {"tool_name": "mcp__db__list_databases", "tool_response": {"rows": []}}, ""),
+    ],
+    ids=["workflow-deny", "record"],
+)
+def test_a_deny_and_a_record_load_no_typing_no_contextlib_and_no_command_parser(root, event, payload, answer) -> None:
+    use_database_workflow(root)
+    rules = {"description": "d", "triggers": {"tools": ["Bash(git push --force:*)"]}, "approval": {"expires": "10m"}}
+    (root / "workflows.json").write_text(
+        json.dumps({**json.loads((root / "workflows.json").read_text()), "push": rules})
+    )
+    code = (
+        "import io, json, sys; from abilities_mcp.__main__ import main; "
+        "sys.stdin = io.StringIO(sys.argv[1]); code = main(['hook', 'claude', sys.argv[3]]); "
+        "sys.stderr.write(json.dumps([code, [m for m in sys.modules if m in sys.argv[2].split()]]))"
+    )
+    call = {"session_id": SESSION, "cwd": str(root), **payload}
+
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(call), " ".join(UNNEEDED_FOR_ANY), event],
+        capture_output=True,
+        text=True,
+        timeout=HOOK_TIMEOUT,
+    )
+
+    assert answer in done.stdout and (answer or done.stdout == "")
+    assert json.loads(done.stderr) == [0, []]
+
+
+@pytest.mark.parametrize(
     ("module", "name"), [(m, n) for m, names in RECORDS.items() for n in names], ids=lambda v: str(v).split(".")[-1]
 )
 def test_each_record_is_a_namedtuple_whose_annotations_are_its_fields(module, name) -> None:
@@ -124,3 +161,30 @@ def test_the_guards_find_each_protected_file_where_realpath_does(tmp_path) -> No
     for base in (root, tmp_path / "project" / ".claude" / "..", Path("/")):
         for name in (*CLIENT_FILES, ".abilities"):
             assert _real_in(os.path.realpath(base), name) == os.path.realpath(os.path.join(base, name)), name
+
+
+def test_the_hook_empties_a_wal_that_outgrew_its_limit_and_loses_no_record(root, monkeypatch) -> None:
+    # Each hook's process leaves the state file unclosed, and the next one to open it alone reads the whole WAL and
+    # forgets what was checkpointed: the hook empties the WAL once it outgrows WAL_LIMIT_BYTES (Hook.settle).
+    from abilities_mcp.clients import hook as hooks
+    from abilities_mcp.clients.payloads import parse
+    from abilities_mcp.state import audit
+    from abilities_mcp.state.project import Project
+
+    monkeypatch.setattr(hooks, "WAL_LIMIT_BYTES", 64 * 1024)
+    use_database_workflow(root)
+    wal = state_db(root).with_name("state.db-wal")
+    opened, sizes = [], []
+    for i in range(60):  # about 9 pages each: eight times the limit in all
+        payload = {"session_id": f"s-{i}", "tool_name": "mcp__db__list_databases", "tool_response": {"rows": [i]}}
+        hook = hooks.Hook(parse("claude", "after", payload, "PostToolUse"), Project.resolve(root))
+        assert hooks.after(hook).context == ""
+        hook.settle()
+        opened.append(hook)  # each connection left open, as each hook's process leaves it
+        sizes.append(wal.stat().st_size)
+    database = opened[-1].database()
+
+    recorded = database.db.execute("SELECT count(*) FROM prereq_records WHERE tool='list_databases'").fetchone()[0]
+    assert recorded == 60 and audit.verify(database) == (60, None)
+    assert 0 in sizes  # emptied, more than once
+    assert max(sizes) < 64 * 1024 + 16 * 4120  # never past the limit by more than one write's pages

@@ -161,6 +161,26 @@ def test_an_untouched_trail_verifies_whole(state_location) -> None:
         db.close()
 
 
+def test_an_entry_appended_in_a_write_that_fails_is_rolled_back_with_it_and_the_trail_still_verifies(
+    state_location,
+) -> None:
+    # Database.transaction (a plain class since the hook does without contextlib): an append inside a write is part
+    # of it, and a failed write leaves nothing of it, its audit entry included; the next write chains on as before.
+    db = filled(state_location)
+    try:
+        with pytest.raises(RuntimeError, match="the write failed"), db.transaction():
+            audit.append(db, "gate", tool="gone", verdict="deny", session_id="s")
+            raise RuntimeError("the write failed")
+        assert not db.db.in_transaction
+        with db.transaction():
+            audit.append(db, "gate", tool="kept", verdict="deny", session_id="s")
+        tools = [e.tool for e in audit.entries(db)]
+        assert audit.verify(db) == (6, None)
+    finally:
+        db.close()
+    assert tools == ["t0", "t1", "t2", "t3", "t4", "kept"]
+
+
 TAMPERING = {
     "a field edited": ("UPDATE audit_log SET verdict='allow' WHERE id=3", 3, "edited"),
     "a row deleted": ("DELETE FROM audit_log WHERE id=3", 4, "#3 deleted"),

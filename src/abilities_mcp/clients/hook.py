@@ -39,8 +39,6 @@ import sqlite3
 import sys
 import time
 from collections import namedtuple
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from .. import tracing
 from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
@@ -86,6 +84,12 @@ MARKING_TOOLS = {"workflow_record", "workflow_check"}
 # BUDGET_ENV may shorten it, never lengthen it: a shorter budget only refuses sooner.
 BUDGET_SECONDS = 5.0
 BUDGET_ENV = "ABILITIES_HOOK_BUDGET"
+# The state file's WAL past which the hook empties it once its answer is decided. A hook's process ends without
+# closing the file (__main__._exit_now); the next process that opens it with no other connection (every hook, when
+# no server runs) rebuilds the WAL's index from the whole file, and that rebuild forgets what was checkpointed, so
+# SQLite never restarts the WAL: past its 1000 pages every write checkpointed all of it again (3 fdatasyncs, 1000+
+# page reads on each open, measured with strace). Emptied here, it stays under this size.
+WAL_LIMIT_BYTES = 1024 * 1024
 
 
 class Caller(namedtuple("Caller", "owner servers url", defaults=("",))):
@@ -175,7 +179,9 @@ def _decide(
         )
         return FAIL_OPEN_EXIT
     tracing.annotate(_decision_attributes(call, answer))
-    return render(client, name, answer, stdout, stderr)
+    code = render(client, name, answer, stdout, stderr)
+    hook.settle()  # after the answer and outside the budget: it decides nothing
+    return code
 
 
 def _decision_attributes(call: Call, answer: Answer) -> dict[str, Any]:
@@ -191,25 +197,33 @@ def _budget_seconds() -> float:
         return BUDGET_SECONDS
 
 
-@contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
+class _deadline:  # noqa: N801 - used as a function is: `with _deadline(seconds):`
     """OutOfTime raised in the hook's own code once `seconds` pass (a C call that holds on, such as a SQLite wait,
-    is bounded by the budget too: Hook.database)."""
+    is bounded by the budget too: Hook.database). A class, not contextlib's: the hook does without contextlib."""
 
-    def expire(_signum: int, _frame: Any) -> None:
-        raise OutOfTime
+    __slots__ = ("seconds", "previous", "armed")
 
-    try:
-        previous = signals.signal(signals.SIGALRM, expire)
-    except (AttributeError, ValueError):  # no SIGALRM (Windows), or not the main thread (a test calling main)
-        yield
-        return
-    signals.setitimer(signals.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signals.setitimer(signals.ITIMER_REAL, 0)
-        signals.signal(signals.SIGALRM, previous)
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.previous: Any = None
+        self.armed = False
+
+    def __enter__(self) -> None:
+        try:
+            self.previous = signals.signal(signals.SIGALRM, _expire)
+        except (AttributeError, ValueError):  # no SIGALRM (Windows), or not the main thread (a test calling main)
+            return
+        self.armed = True
+        signals.setitimer(signals.ITIMER_REAL, self.seconds)
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.armed:
+            signals.setitimer(signals.ITIMER_REAL, 0)
+            signals.signal(signals.SIGALRM, self.previous)
+
+
+def _expire(_signum: int, _frame: Any) -> None:
+    raise OutOfTime
 
 
 def _refused_undecided(client: str, name: str, why: str, stdout: IO[str], stderr: IO[str]) -> int:
@@ -270,6 +284,19 @@ class Hook:
             left = BUSY_TIMEOUT_MS if self.deadline is None else (self.deadline - time.monotonic()) * 1000
             self._db = Database.open(self.project, accept_newer=True, busy_ms=max(1, min(BUSY_TIMEOUT_MS, left)))
         return self._db
+
+    def settle(self) -> None:
+        """Empty the state file's WAL into the file when it outgrew WAL_LIMIT_BYTES (SQLite only; never waiting:
+        while another process reads or writes, it is left for a later call)."""
+        if self._db is None or self._db.postgres:
+            return
+        try:
+            if os.stat(f"{self._db.path}-wal").st_size < WAL_LIMIT_BYTES:
+                return
+            self._db.db.execute("PRAGMA busy_timeout=0")
+            self._db.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except (OSError, sqlite3.Error):
+            return  # the answer stands: a WAL left as it is only costs the next call time
 
     def position(self) -> Position | None:
         """The session's live run; None when there is none (or no state file yet)."""

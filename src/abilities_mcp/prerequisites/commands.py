@@ -65,15 +65,15 @@ runs it on every tool call.
 from __future__ import annotations
 
 import re
-from collections import namedtuple
 from collections.abc import Iterable, Mapping
+
+from .rules import RULE_TOOL, ShellRule, is_rule  # (here too: the names commands.py has always given)
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-RULE_TOOL = "Bash"
 # The clients' shell tools, lowercase: Claude Code, Codex hooks and OpenCode (bash), Cursor (shell), Gemini CLI
 # (run_shell_command), Codex (exec, exec_command, local_shell).
 SHELL_TOOLS = frozenset({"bash", "shell", "run_shell_command", "exec", "exec_command", "local_shell"})
@@ -172,16 +172,6 @@ _SHELL_BUILTINS = (".", "source", "eval")
 _NESTING = frozenset({"eval", "git", *_TEXT_BUILTINS})
 
 
-class ShellRule(namedtuple("ShellRule", "words prefix raw")):
-    """A shell-command rule: its words as the shell splits them, whether it is a prefix rule, and the trigger."""
-
-    __slots__ = ()
-
-    words: tuple[str, ...]
-    prefix: bool
-    raw: str
-
-
 # Plain classes, not dataclasses nor more NamedTuples (each costs a tenth of a millisecond to create): the hook
 # imports this module on every tool call.
 class _Simple:
@@ -205,13 +195,9 @@ class _Reading:
         self.budget = PARSE_BUDGET
 
 
-def is_rule(text: str) -> bool:
-    """Whether a trigger is written as a shell rule, `Bash(…)`."""
-    return isinstance(text, str) and text.startswith(RULE_TOOL + "(") and text.endswith(")")
-
-
 def rule_of(text: str) -> ShellRule | None:
-    """The shell rule a trigger writes, or None for a plain tool name; ValueError naming the fix if malformed."""
+    """The shell rule a trigger writes, or None for a plain tool name; ValueError naming the fix if malformed. (A
+    rule in plain words reads the same through rules.plain_rule, without this parser: workflows.py.)"""
     if not is_rule(text):
         return None
     body = text[len(RULE_TOOL) + 1 : -1].strip()

@@ -16,13 +16,12 @@ from pathlib import Path
 
 from ..errors import Diagnostic, did_you_mean
 from ..files import Unreadable, read_bytes
+from .rules import ShellRule, is_rule, plain_rule
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-    from .commands import ShellRule
 
 MODES = ("enforce", "warn", "suggest")
 WORKFLOW_KEYS = {"enabled", "name", "description", "triggers", "prerequisites", "mode", "created_at", "approval"}
@@ -354,13 +353,18 @@ def _trigger_problems(triggers: Any) -> Iterator[tuple[str, str]]:
 
 
 def shell_rules(tools: Any) -> tuple[ShellRule, ...]:
-    """The shell rules (`Bash(git push --force:*)`) among trigger tools; ValueError for a malformed one. The rules'
-    module loads only for a file that has one: the hook reads this file on every tool call."""
-    if not any(isinstance(t, str) and t.startswith("Bash(") for t in tools):
+    """The shell rules (`Bash(git push --force:*)`) among trigger tools; ValueError for a malformed one. A rule in
+    plain words is read without the command-line parser (rules.py), which loads only for a rule that needs it: the
+    hook reads this file on every tool call, and compiling the parser cost it more than the rest of the file."""
+    texts = [t for t in tools if is_rule(t)]
+    if not texts:
         return ()
-    from .commands import rule_of
+    rules = [plain_rule(t) for t in texts]
+    if None in rules:
+        from .commands import rule_of
 
-    return tuple(r for t in tools if (r := rule_of(t)) is not None)
+        rules = [rule or rule_of(text) for rule, text in zip(rules, texts, strict=True)]
+    return tuple(rules)
 
 
 def _approval_problems(approval: Any) -> Iterator[tuple[str, str]]:

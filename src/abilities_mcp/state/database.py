@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from .owners import Owner, owner_alive, this_owner
@@ -24,7 +23,8 @@ from .schema import _SCHEMA, ADDED_COLUMNS, DROPPED_TABLES, SCHEMA_VERSION, Stat
 
 TYPE_CHECKING = False  # typing's, without importing typing: the hook opens the state through this module
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
     from typing import Any, TypeVar
 
     from .trust import TrustStore
@@ -269,38 +269,40 @@ class Database:
             self._ownership.close()
         self.db.close()
 
-    @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self) -> AbstractContextManager[Any]:
         """One atomic write, taken with the write lock up front so concurrent writers queue instead of failing:
-        SQLite's BEGIN IMMEDIATE, or on PostgreSQL an advisory lock per schema held to the commit (postgres.py)."""
-        if self.db.in_transaction:
-            yield self.db
-            return
-        if self.postgres:
-            self.db.begin_write()
-        else:
-            self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+        SQLite's BEGIN IMMEDIATE, or on PostgreSQL an advisory lock per schema held to the commit (postgres.py).
+        Inside one already open, the block is part of it. `with database.transaction() as db:`."""
+        return _Transaction(self, write=True)
 
-    @contextmanager
-    def _snapshot(self) -> Iterator[None]:
+    def _snapshot(self) -> AbstractContextManager[None]:
         """Reads that see one moment: a deferred SQLite transaction, a REPEATABLE READ READ ONLY one on PostgreSQL."""
-        if self.db.in_transaction:
-            yield
-            return
-        if self.postgres:
-            self.db.begin_snapshot()
-        else:
-            self.db.execute("BEGIN")
-        try:
-            yield
-        finally:
-            self.db.execute("COMMIT")
+        return _Transaction(self, write=False)
+
+
+class _Transaction:
+    """Database.transaction (`write`: rolled back when its block fails, else committed) and Database._snapshot
+    (ended either way); within a transaction already open, part of it. A plain class, not contextlib's
+    contextmanager: the hook opens the state through this module, and contextlib would cost it a millisecond."""
+
+    __slots__ = ("database", "write", "outer")
+
+    def __init__(self, database: Database, write: bool):
+        self.database, self.write, self.outer = database, write, False
+
+    def __enter__(self) -> Any:
+        database = self.database
+        db = database.db
+        self.outer = not db.in_transaction
+        if self.outer and database.postgres:
+            (db.begin_write if self.write else db.begin_snapshot)()
+        elif self.outer:
+            db.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+        return db if self.write else None
+
+    def __exit__(self, kind: type[BaseException] | None, *_exc: object) -> None:
+        if self.outer:
+            self.database.db.execute("ROLLBACK" if self.write and kind is not None else "COMMIT")
 
 
 def check_location(location: str) -> str:

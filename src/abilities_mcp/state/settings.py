@@ -11,12 +11,16 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 from ..durations import FORMAT_HINT, parse_duration
 from ..errors import did_you_mean
 from ..files import Unreadable, decode_text, read_bytes
 from .trust import TrustStore, waiting_note
+
+# typing's TYPE_CHECKING without importing typing: the hook reads sessions.ttl here when it checks a session.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE_NAME = "abilities-mcp.json"
 MAX_BYTES = 256 * 1024
