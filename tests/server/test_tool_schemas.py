@@ -15,12 +15,15 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from pydantic import ValidationError
 
+from abilities_mcp.abilities.catalog import Catalog
 from abilities_mcp.server import schemas
 from abilities_mcp.server.app import create_server
+from abilities_mcp.skills.skillset import SkillSet
 from abilities_mcp.state.project import Project
 
 DATA = Path(schemas.__file__).with_name("schema_data.py")
@@ -111,6 +114,20 @@ async def test_a_bound_is_enforced_on_the_first_call(project: Project) -> None:
         refused = await client.call_tool("ability_status", {"wait_seconds": 601})
         assert refused.is_error and "less than or equal to 600" in refused.content[0].text
         assert (await client.call_tool("ability_list", {})).structured_content == {"abilities": []}
+
+
+async def test_tools_list_is_answered_without_reading_an_ability_or_a_skill(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """500 abilities and 2,000 skills cost start-up nothing: the catalog is read on the first call that needs it."""
+    reads: list[str] = []
+    for cls in (Catalog, SkillSet):
+        monkeypatch.setattr(cls, "refresh", lambda self, cls=cls: reads.append(cls.__name__))
+    async with Client(create_server(project)) as client:
+        assert (await client.list_tools()).tools
+        assert reads == []
+        await client.call_tool("skill_list", {})
+    assert reads == ["SkillSet"]  # the check above would see a read
 
 
 def write() -> None:

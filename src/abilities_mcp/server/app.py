@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 import typing
 from collections.abc import AsyncIterator, Callable
@@ -10,6 +11,7 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import server as sdk_server
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import InputRequiredResult
 from pydantic import BaseModel
@@ -52,6 +54,18 @@ means no skill fits: do the task without one. skill_list shows every skill.
 Workflows: before calling another server's tool that a workflow gates (workflow_list), call workflow_check(tool,
 task). On deny, call the missing tools in order, workflow_record(tool, result) after each, then check again.
 """
+
+
+def _configure_logging(*args: Any, **kwargs: Any) -> None:
+    """The SDK's `configure_logging`, skipped where it would do nothing: it builds rich's handler for
+    `logging.basicConfig`, which leaves a root logger that has handlers alone (`serve` set them up, cli/main.py), so
+    only rich's import (~2% of a start-up) would remain."""
+    if not logging.getLogger().handlers:
+        _sdk_configure_logging(*args, **kwargs)
+
+
+_sdk_configure_logging = sdk_server.configure_logging
+sdk_server.configure_logging = _configure_logging  # MCPServer.__init__ calls it by this module's name
 
 
 class AbilitiesServer(SkillServer):
