@@ -84,3 +84,20 @@ def test_every_other_command_runs_with_the_collector_on(root: Path, capsys: pyte
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+def test_serve_builds_no_result_model_and_imports_no_rich_before_the_first_call(root: Path) -> None:
+    """The server as `serve` builds it: the tools from their generated schemas (server/schema_data.py), the result
+    models' validators left for the first call that returns one, and no rich handler for a root logger that has one."""
+    code = (
+        "import logging; logging.basicConfig()\n"
+        "from abilities_mcp.server.app import create_server\n"
+        "from abilities_mcp.server.results import Run\n"
+        "from abilities_mcp.state.project import Project\n"
+        f"server = create_server(Project.resolve({str(root)!r}))\n"
+        "assert len(server._tool_manager.list_tools()) == 21\n"
+        "assert not Run.__pydantic_complete__, 'a result model was built at start-up'"
+    )
+    modules = imported(code, root)
+    assert "abilities_mcp.server.schema_data" in modules
+    assert not {m for m in modules if m == "rich" or m.startswith("rich.")}

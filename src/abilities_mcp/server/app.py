@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 import typing
 from collections.abc import AsyncIterator, Callable
@@ -10,6 +11,7 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import server as sdk_server
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import InputRequiredResult
 from pydantic import BaseModel
@@ -22,6 +24,7 @@ from ..gateway.upstreams import upstreams
 from ..prerequisites.sessions import DEFAULT_TTL_SECONDS
 from ..state.project import Project
 from ..state.store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS, Store
+from . import schemas
 from .ability_tools import add_ability_tools, add_matching_tools
 from .hub import Hub, Team
 from .lane import Lane
@@ -53,8 +56,21 @@ task). On deny, call the missing tools in order, workflow_record(tool, result) a
 """
 
 
+def _configure_logging(*args: Any, **kwargs: Any) -> None:
+    """The SDK's `configure_logging`, skipped where it would do nothing: it builds rich's handler for
+    `logging.basicConfig`, which leaves a root logger that has handlers alone (`serve` set them up, cli/main.py), so
+    only rich's import (~2% of a start-up) would remain."""
+    if not logging.getLogger().handlers:
+        _sdk_configure_logging(*args, **kwargs)
+
+
+_sdk_configure_logging = sdk_server.configure_logging
+sdk_server.configure_logging = _configure_logging  # MCPServer.__init__ calls it by this module's name
+
+
 class AbilitiesServer(SkillServer):
-    """The MCPServer with skill resources, generating each result model's output schema once, not once per tool.
+    """The MCPServer with skill resources, its tools built from the schemas generated once per version
+    (server/schemas.py), else generating each result model's output schema once, not once per tool.
 
     Seven tools return a Run; generating its JSON Schema for each cost ~5 ms apiece at start-up. FuncMetadata's
     fields are read live (the SDK documents this), so later tools get the first one's schema.
@@ -63,16 +79,23 @@ class AbilitiesServer(SkillServer):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._schemas: dict[type, dict[str, Any]] = {}
+        self._known = schemas.generated() or {}
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, **kwargs: Any) -> None:
+        name = name or fn.__name__
+        entry = self._known.get(name)
+        if entry is not None and kwargs.get("structured_output") is None and name not in self._tool_manager._tools:
+            kwargs.pop("structured_output", None)
+            self._tool_manager._tools[name] = schemas.known_tool(entry, fn, name, **kwargs)  # no public add
+            return
         model = _result_model(fn)
         if model is None or model not in self._schemas:
             super().add_tool(fn, name, **kwargs)
             if model is not None:
-                self._schemas[model] = self._tool_manager.get_tool(name or fn.__name__).fn_metadata.output_schema
+                self._schemas[model] = self._tool_manager.get_tool(name).fn_metadata.output_schema
             return
         super().add_tool(fn, name, **{**kwargs, "structured_output": False})
-        metadata = self._tool_manager.get_tool(name or fn.__name__).fn_metadata
+        metadata = self._tool_manager.get_tool(name).fn_metadata
         metadata.output_model, metadata.output_schema = model, self._schemas[model]
 
 

@@ -1,25 +1,30 @@
 """What the tools return (DESIGN §5): pydantic models, so every tool has structured output and a schema."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 
-class NextCallModel(BaseModel):
+class Result(BaseModel):
+    """A tool's result. Its validator is built on first use, not at import: start-up takes the tools' schemas from
+    server/schema_data.py, and no tool runs before tools/list is answered."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class NextCallModel(Result):
     """A tool call the caller may legally make next."""
 
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class Progress(BaseModel):
+class Progress(Result):
     done: int = Field(description="Steps finished (completed, failed, skipped or cancelled)")
     total: int
 
 
-class CurrentStep(BaseModel):
+class CurrentStep(Result):
     """The step the run is at, and what the caller should do about it."""
 
     id: str
@@ -33,7 +38,7 @@ class CurrentStep(BaseModel):
     deadline: str | None = Field(None, description="ISO time when the step times out")
 
 
-class StepResult(BaseModel):
+class StepResult(Result):
     id: str
     type: str
     status: str
@@ -46,7 +51,7 @@ class StepResult(BaseModel):
     child_run: str | None = Field(None, description="A workflow step's child run (read it with ability_status)")
 
 
-class AnswerInfo(BaseModel):
+class AnswerInfo(Result):
     """A person's answer to one of the run's questions, and where it came from."""
 
     step: str = Field(description="The step asked about (plan: the plan approval)")
@@ -54,7 +59,7 @@ class AnswerInfo(BaseModel):
     at: str
 
 
-class Run(BaseModel):
+class Run(Result):
     """A run of an ability: where it is, what happened, and the legal next calls."""
 
     run_id: str
@@ -83,7 +88,7 @@ JSON_TYPES = ["string", "number", "integer", "boolean", "array", "object", "null
 AnyJson = Annotated[Any, WithJsonSchema({"anyOf": [{"type": t} for t in JSON_TYPES]})]
 
 
-class InputInfo(BaseModel):
+class InputInfo(Result):
     type: str
     required: bool
     default: AnyJson = None
@@ -91,14 +96,14 @@ class InputInfo(BaseModel):
     enum: list[AnyJson] | None = None
 
 
-class StepInfo(BaseModel):
+class StepInfo(Result):
     id: str
     type: str
     description: str | None = None
     needs: list[str] = Field(default_factory=list)
 
 
-class AbilityInfo(BaseModel):
+class AbilityInfo(Result):
     name: str
     description: str | None = None
     source: str = Field(description="project or user")
@@ -116,16 +121,16 @@ class AbilityInfo(BaseModel):
     warnings: list[str] = Field(default_factory=list, description="Why it runs other than its file says")
 
 
-class AbilityList(BaseModel):
+class AbilityList(Result):
     abilities: list[AbilityInfo]
 
 
-class ErrorInfo(BaseModel):
+class ErrorInfo(Result):
     path: str = Field(description="Field path inside the file, e.g. steps[2].needs[0]")
     message: str
 
 
-class FileReport(BaseModel):
+class FileReport(Result):
     name: str
     kind: str = Field(description="ability, skill, workflows, tool cache, settings or gateway")
     path: str
@@ -136,12 +141,12 @@ class FileReport(BaseModel):
     )
 
 
-class ValidationReport(BaseModel):
+class ValidationReport(Result):
     valid: bool
     files: list[FileReport]
 
 
-class CallApprovalView(BaseModel):
+class CallApprovalView(Result):
     call_id: str = Field(description="What a person types: abilities-mcp approve CALL_ID")
     tool: str
     call: str = Field(description="The call exactly: a shell command's line, else the tool and its arguments")
@@ -156,7 +161,7 @@ class CallApprovalView(BaseModel):
     used_at: str | None = Field(None, description="When the approved call ran (an approval is used once)")
 
 
-class HistoryEntry(BaseModel):
+class HistoryEntry(Result):
     run_id: str
     ability: str
     status: str
@@ -164,14 +169,14 @@ class HistoryEntry(BaseModel):
     finished_at: str | None = None
 
 
-class History(BaseModel):
+class History(Result):
     runs: list[HistoryEntry]
     call_approvals: list[CallApprovalView] = Field(
         default_factory=list, description="The latest tool calls held for a person's yes, newest first"
     )
 
 
-class SkillInfo(BaseModel):
+class SkillInfo(Result):
     name: str
     description: str
     location: str = Field(description="project or user")
@@ -179,23 +184,23 @@ class SkillInfo(BaseModel):
     warnings: list[str] = Field(default_factory=list, description="What loading had to forgive; see ability_validate")
 
 
-class SkillList(BaseModel):
+class SkillList(Result):
     skills: list[SkillInfo]
     notes: list[str] = Field(default_factory=list, description="Folders skipped while looking for skills, and why")
 
 
-class SkillMatch(BaseModel):
+class SkillMatch(Result):
     name: str
     description: str
     score: float = Field(description="0-1; only skills above the fit threshold are listed")
     reasons: list[str]
 
 
-class SkillRoute(BaseModel):
+class SkillRoute(Result):
     matches: list[SkillMatch] = Field(description="Best first; empty when no skill fits the task")
 
 
-class SkillLoaded(BaseModel):
+class SkillLoaded(Result):
     name: str
     directory: str = Field(description="The skill's folder; its relative paths start here")
     content: str = Field(description="SKILL.md without its frontmatter")
@@ -204,7 +209,7 @@ class SkillLoaded(BaseModel):
     already_loaded: bool = Field(False, description="This session loaded it before (returned again after compaction)")
 
 
-class SkillFileRead(BaseModel):
+class SkillFileRead(Result):
     name: str
     path: str
     uri: str = Field(description="The same file as an MCP resource")
@@ -214,24 +219,24 @@ class SkillFileRead(BaseModel):
     truncated: bool = Field(False, description="Only the head of a large file was returned")
 
 
-class PlanTask(BaseModel):
+class PlanTask(Result):
     text: str = Field(description="The task, its skill hints removed")
     line: int = Field(description="Its line in the plan (0 for a task given as text)")
     section: str | None = Field(None, description="The heading it is under")
     parent: str | None = Field(None, description="The task it is a step of, for a nested item")
 
 
-class ChosenSkill(BaseModel):
+class ChosenSkill(Result):
     name: str
     reason: str
 
 
-class SkillProblem(BaseModel):
+class SkillProblem(Result):
     name: str
     error: str
 
 
-class SkillPlan(BaseModel):
+class SkillPlan(Result):
     task: PlanTask | None = Field(description="The step's task; null when every task of the plan is done")
     step_kind: str = Field(description="implementation or review")
     skills: list[ChosenSkill] = Field(description="The skills for this step, in the order to follow them")
@@ -241,7 +246,7 @@ class SkillPlan(BaseModel):
     prompt: str = Field(description="OpenSkills' <available_skills> catalog and the chosen skills, ready to paste")
 
 
-class PrerequisiteInfo(BaseModel):
+class PrerequisiteInfo(Result):
     step: int
     tool: str
     description: str
@@ -249,12 +254,12 @@ class PrerequisiteInfo(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="Default arguments for the tool")
 
 
-class ApprovalInfo(BaseModel):
+class ApprovalInfo(Result):
     expires: float = Field(description="Seconds a person's yes to one call stays usable, and a request waits for one")
     prompt: str = Field(description="What the person is asked ({{command}}, {{tool}}, {{args.NAME}} filled in)")
 
 
-class WorkflowInfo(BaseModel):
+class WorkflowInfo(Result):
     name: str
     description: str
     mode: str = Field(description="enforce (deny until done), warn (ask) or suggest (mention)")
@@ -265,12 +270,12 @@ class WorkflowInfo(BaseModel):
     path: str = Field(description="The file it comes from")
 
 
-class WorkflowList(BaseModel):
+class WorkflowList(Result):
     workflows: list[WorkflowInfo]
     problems: list[str] = Field(default_factory=list, description="Entries not applied and why (fix, then validate)")
 
 
-class WorkflowMatch(BaseModel):
+class WorkflowMatch(Result):
     workflow: str
     mode: str
     verdict: str = Field(description="This workflow's own verdict")
@@ -280,7 +285,7 @@ class WorkflowMatch(BaseModel):
     done: list[str] = Field(description="Prerequisite tools recorded in this session")
 
 
-class WorkflowCheck(BaseModel):
+class WorkflowCheck(Result):
     """Whether a tool may run now; the strictest verdict of every workflow it triggers."""
 
     verdict: str = Field(description="deny, warn, suggest or allow (deny > warn > suggest > allow)")
@@ -291,13 +296,13 @@ class WorkflowCheck(BaseModel):
     warnings: list[str] = Field(default_factory=list, description="Broken workflows that enforce nothing until fixed")
 
 
-class RecordedStep(BaseModel):
+class RecordedStep(Result):
     workflow: str
     step: int
     tool: str
 
 
-class WorkflowRecord(BaseModel):
+class WorkflowRecord(Result):
     recorded: list[RecordedStep] = Field(description="Steps this call completed")
     already: list[RecordedStep] = Field(default_factory=list, description="Steps recorded earlier in this session")
     session_id: str
@@ -309,7 +314,7 @@ class WorkflowRecord(BaseModel):
     message: str
 
 
-class CompletedStep(BaseModel):
+class CompletedStep(Result):
     step: int
     tool: str
     server: str | None = Field(None, description="The server it ran on; null: a client's own tool, or none was named")
@@ -320,7 +325,7 @@ class CompletedStep(BaseModel):
     at: str
 
 
-class WorkflowStatus(BaseModel):
+class WorkflowStatus(Result):
     session_id: str
     started_at: str
     expires_at: str = Field(description="After this, the session's records are cleared")
@@ -331,7 +336,7 @@ class WorkflowStatus(BaseModel):
     )
 
 
-class WorkflowReset(BaseModel):
+class WorkflowReset(Result):
     session_id: str
     workflow: str | None = Field(None, description="The workflow cleared; null: all")
     cleared: int = Field(description="How many recorded steps were forgotten")

@@ -8,8 +8,6 @@ with the reason; the skill_* tools still reach it. `allowed-tools` passes throug
 extension reports it, never widens anything.
 """
 
-from __future__ import annotations
-
 import json
 import mimetypes
 from typing import Any, Literal
@@ -19,7 +17,7 @@ import anyio.to_thread
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CacheableResult, PaginatedRequestParams, PaginatedResult, RequestParams, Resource
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import AbilitiesError
 from ..skills.manifest import OverLimit, children, manifest
@@ -35,39 +33,56 @@ PAGE_SIZE = 100
 # Entries a resources/directory/read page carries (a folder of 20,000 files is 40 pages, not one 1.7 MB answer).
 DIRECTORY_PAGE_SIZE = 500
 DIRECTORY_MIME = "inode/directory"
+# Built on first use (a client that asks skills/list), not at start-up; annotations are evaluated when each class is
+# made, not parsed from strings, for the same reason.
+LAZY = ConfigDict(defer_build=True)
 
 
 class SkillResourceEntry(BaseModel):
+    model_config = LAZY
+
     uri: str
     digest: str
     size: int
 
 
 class SkillEntry(BaseModel):
+    model_config = LAZY
+
     uri: str
     frontmatter: dict[str, Any]
     resources: list[SkillResourceEntry]
 
 
 class ListSkillsResult(CacheableResult, PaginatedResult):
+    model_config = LAZY
+
     result_type: Literal["complete"] = Field(default="complete", alias="resultType")
     skills: list[SkillEntry]
 
 
 class GetSkillParams(RequestParams):
+    model_config = LAZY
+
     uri: str
 
 
 class GetSkillResult(CacheableResult):
+    model_config = LAZY
+
     result_type: Literal["complete"] = Field(default="complete", alias="resultType")
     skill: SkillEntry
 
 
 class ReadDirectoryParams(PaginatedRequestParams):
+    model_config = LAZY
+
     uri: str
 
 
 class ReadDirectoryResult(PaginatedResult):
+    model_config = LAZY
+
     result_type: Literal["complete"] = Field(default="complete", alias="resultType")
     resources: list[Resource]
 
