@@ -24,7 +24,6 @@ from ..gateway.upstreams import upstreams
 from ..prerequisites.sessions import DEFAULT_TTL_SECONDS
 from ..state.project import Project
 from ..state.store import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_RUNS, Store
-from . import schemas
 from .ability_tools import add_ability_tools, add_matching_tools
 from .hub import Hub, Team
 from .lane import Lane
@@ -33,6 +32,11 @@ from .session import Session
 from .skill_extension import AdvertiseOnHandshake, SkillsExtension
 from .skill_tools import SkillServer, add_skill_tools
 from .workflow_tools import add_workflow_tools
+
+try:
+    from . import schemas
+except ImportError:  # another release of the SDK moved what schemas.py builds on: the tools are generated live
+    schemas = None  # type: ignore[assignment]
 
 # Clients cut server instructions around 2 KB.
 INSTRUCTIONS = """\
@@ -64,8 +68,9 @@ def _configure_logging(*args: Any, **kwargs: Any) -> None:
         _sdk_configure_logging(*args, **kwargs)
 
 
-_sdk_configure_logging = sdk_server.configure_logging
-sdk_server.configure_logging = _configure_logging  # MCPServer.__init__ calls it by this module's name
+_sdk_configure_logging = getattr(sdk_server, "configure_logging", None)
+if _sdk_configure_logging is not None:  # MCPServer.__init__ calls it by this module's name
+    sdk_server.configure_logging = _configure_logging
 
 
 class AbilitiesServer(SkillServer):
@@ -79,7 +84,7 @@ class AbilitiesServer(SkillServer):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._schemas: dict[type, dict[str, Any]] = {}
-        self._known = schemas.generated() or {}
+        self._known = (schemas.generated() if schemas is not None else None) or {}
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, **kwargs: Any) -> None:
         name = name or fn.__name__
