@@ -166,7 +166,7 @@ def test_sigterm_interrupts_a_live_run_and_the_server_exits(root: Path, write) -
         """
         description: slow
         steps:
-          - {id: a, type: script, run: sleep 600}
+          - {id: a, type: script, run: sleep 617}
           - {id: b, type: script, run: echo b}
     """,
     )
@@ -213,7 +213,8 @@ def test_sigterm_interrupts_a_live_run_and_the_server_exits(root: Path, write) -
     record = Store(state_db(root)).get_run(run_id)
     assert record.status == "interrupted"
     assert [s.status for s in record.steps] == ["cancelled", "pending"]
-    assert not any("sleep 600" in " ".join(p) for p in _cmdlines())
+    # 617: a duration no other test's step sleeps, so a step of a parallel worker's test is not taken for this one
+    assert not any("sleep 617" in " ".join(p) for p in _cmdlines())
 
 
 def _cmdlines() -> list[list[str]]:
