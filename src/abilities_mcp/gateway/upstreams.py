@@ -359,9 +359,10 @@ def _output_fits(client: Client, tool: str, result: CallToolResult) -> bool:
     schema) and the structured content fits it by arguments.py's quick check, which never passes what a
     validator refuses. False: the client's check judges it (and words what is wrong)."""
     session = client.session
-    if tool not in session._tool_output_schemas:  # the check would list the tools first
+    schemas = getattr(session, "_tool_output_schemas", None)  # the SDK's own: another release may name it otherwise
+    if not isinstance(schemas, dict) or tool not in schemas:  # the check would list the tools first
         return False
-    schema = session._tool_output_schemas[tool]
+    schema = schemas[tool]
     if schema is None:
         return True
     compiled = getattr(session, "_tool_output_validators", {})  # a schema that failed to compile is never kept
