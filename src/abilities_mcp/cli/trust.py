@@ -183,7 +183,7 @@ def _notes(project: Project) -> dict[Path, tuple[str, bool]]:
         notes[project.root / GATEWAY_FILE] = (config.pending[0], True)
     settings = settings_in_force(project.root, project.state_dir)
     if settings.pending:
-        notes[settings.path] = (settings.pending, True)
+        notes[project.root / SETTINGS_FILE] = (settings.pending, True)
     return notes
 
 

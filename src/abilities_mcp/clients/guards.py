@@ -14,13 +14,14 @@ import os
 import re
 import stat
 from collections import namedtuple
-from pathlib import Path
 
-from ..state.project import LEGACY_STATE_DIR, PROJECTS_FOLDER, STATE_FOLDER, user_state_home
+from ..state.project import LEGACY_STATE_DIR, PROJECTS_FOLDER, STATE_FOLDER, inside, user_state_home
 
-# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call (pathlib
+# too: the places here are text).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 # Files and folders that decide what gates the agent, relative to the project and to the home folder.
@@ -65,9 +66,10 @@ PATCH_TOOLS = {"apply_patch"}
 _PATCH_FILE = r"(?m)^\*\*\* (?:Add File|Update File|Delete File|Move to): (.*\S)"
 
 
-def refusal(tool: str, arguments: dict[str, Any], root: Path, state_dir: Path) -> str | None:
+def refusal(tool: str, arguments: dict[str, Any], root: str | Path, state_dir: str | Path) -> str | None:
     """Why this call may not run whatever the run, or None. Only the client's shell and file-writing tools."""
     name = tool.lower()
+    root, state_dir = os.path.normpath(root), os.path.normpath(state_dir)  # as a Path spells them
     if name in SHELL_TOOLS:
         command = _first(arguments, COMMAND_KEYS)
         return _shell_refusal(tool, command, root, state_dir) if command else None
@@ -93,7 +95,7 @@ def _answer_command(command: str) -> str | None:
     return None
 
 
-def _shell_refusal(tool: str, command: str, root: Path, state_dir: Path) -> str | None:
+def _shell_refusal(tool: str, command: str, root: str, state_dir: str) -> str | None:
     if word := _answer_command(command):
         if word in ("approve", "decide"):
             return (
@@ -119,8 +121,9 @@ def _shell_refusal(tool: str, command: str, root: Path, state_dir: Path) -> str 
     return None
 
 
-def _write_refusal(tool: str, target: str, root: Path, state_dir: Path) -> str | None:
-    path = os.path.realpath(root / os.path.expanduser(target))  # a link into a protected folder is that folder
+def _write_refusal(tool: str, target: str, root: str, state_dir: str) -> str | None:
+    # a link into a protected folder is that folder
+    path = os.path.realpath(os.path.join(root, os.path.expanduser(target)))
     for place in _protected(root, state_dir):
         if any(path == p or path.startswith(p + os.sep) for p in place.paths):
             return (
@@ -140,9 +143,10 @@ class Place(namedtuple("Place", "shown paths needles")):
     needles: tuple[str, ...]
 
 
-def _protected(root: Path, state_dir: Path) -> list[Place]:
-    home = Path("~").expanduser()
-    places = [_state_place(state_dir, root, home), _state_place(user_state_home() / STATE_FOLDER, root, home)]
+def _protected(root: str, state_dir: str) -> list[Place]:
+    home = os.path.normpath(os.path.expanduser("~"))
+    state_home = os.path.normpath(os.path.join(user_state_home(), STATE_FOLDER))
+    places = [_state_place(state_dir, root, home), _state_place(state_home, root, home)]
     real_root, real_home = os.path.realpath(root), os.path.realpath(home)
     # never read, but a file planted there would confuse a person who moves it
     places.append(Place(LEGACY_STATE_DIR, (_real_in(real_root, LEGACY_STATE_DIR),), (LEGACY_STATE_DIR,)))
@@ -170,28 +174,22 @@ def _real_in(real: str, name: str) -> str:
     return path
 
 
-def _state_place(folder: Path, root: Path, home: Path) -> Place:
+def _state_place(folder: str, root: str, home: str) -> Place:
     """A state folder, named however a shell command could spell it: as is, resolved, from the project, from home
     (`~`, `$HOME`), and by its last components (`abilities-mcp/projects/NAME-CRC`, what a `cd` into the state home
     leaves)."""
     real = os.path.realpath(folder)
-    spellings = {str(folder), real, _relative(folder, root)}
-    for path in (str(folder), real):
-        from_home = _relative(Path(path), home)
+    spellings = {folder, real, inside(folder, root) or ""}
+    for path in (folder, real):
+        from_home = inside(path, home)
         if from_home:
             spellings.update(f"{prefix}/{from_home}" for prefix in ("~", "$HOME", "${HOME}"))
-    if folder.parent.name == PROJECTS_FOLDER:
-        spellings.update((f"{PROJECTS_FOLDER}/{folder.name}", folder.name))
-    if folder.name == STATE_FOLDER:
+    parent, name = os.path.split(folder)
+    if os.path.basename(parent) == PROJECTS_FOLDER:
+        spellings.update((f"{PROJECTS_FOLDER}/{name}", name))
+    if name == STATE_FOLDER:
         spellings.add(f"{STATE_FOLDER}/{PROJECTS_FOLDER}")
-    return Place(str(folder), (real,), tuple(sorted(n for n in spellings if n)))
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return ""
+    return Place(folder, (real,), tuple(sorted(n for n in spellings if n)))
 
 
 def _first(arguments: dict[str, Any], keys: tuple[str, ...]) -> str:

@@ -276,7 +276,8 @@ class Hook:
     def workflows(self) -> WorkflowSet:
         if self._workflows is None:  # the trusted version where an edit would lower a gate (prerequisites/in_force.py)
             trust = trust_store(self.project, self.database() if self.project.state_url else None)
-            self._workflows = workflows_in_force(self.project.workflows_file, self.project.root / TOOL_CACHE, trust)
+            cache = os.path.join(self.project.root_dir, TOOL_CACHE)
+            self._workflows = workflows_in_force(self.project.workflows_json, cache, trust)
         return self._workflows
 
     def database(self) -> Database:
@@ -300,7 +301,7 @@ class Hook:
 
     def position(self) -> Position | None:
         """The session's live run; None when there is none (or no state file yet)."""
-        if self.project.state_url is None and not self.project.state_db.exists():
+        if self.project.state_url is None and not os.path.exists(self.project.state_file):
             return None
         if self.caller is not None:  # a team server's: the session's run, else the caller's newest (docs/team.md)
             database = self.database()  # a replica on another host owns a run while its lock is held: ask the state
@@ -322,11 +323,11 @@ class Hook:
         return self._name
 
     def _split(self) -> Name:
-        call, root = self.call, self.project.root
+        call, project = self.call, self.project  # its root as a Path only where a client's configs are read
         if call.client == "opencode":
             from .servers import known_names
 
-            return opencode(call.tool, lambda: known_names("opencode", root))
+            return opencode(call.tool, lambda: known_names("opencode", project.root))
         if call.client == "cursor" and call.origin:
             from .servers import cursor_server
 
@@ -335,7 +336,7 @@ class Hook:
                 ours = bool(self.caller.url) and call.origin.rstrip("/").startswith(self.caller.url.rstrip("/"))
                 server = min(self.caller.servers) if ours and self.caller.servers else UNKNOWN_SERVER
                 return Name(server, bare, f"{MCP_PREFIX}{server}{SEPARATOR}{bare}" if ours else call.tool)
-            self._entry = cursor_server(root, call.origin)
+            self._entry = cursor_server(project.root, call.origin)
             if self._entry is None:
                 return Name(UNKNOWN_SERVER, bare, call.tool)
             return Name(self._entry.name, bare, f"{MCP_PREFIX}{self._entry.name}{SEPARATOR}{bare}")
@@ -382,7 +383,7 @@ class Hook:
         """gateway.json's servers (read with the standard library: the hook imports no pydantic); a missing or
         broken file has none."""
         if self._servers is None:
-            data, _ = read_json(self.project.root / GATEWAY_FILE)
+            data, _ = read_json(os.path.join(self.project.root_dir, GATEWAY_FILE))
             servers = data.get("mcpServers") if isinstance(data, dict) else None
             self._servers = servers if isinstance(servers, dict) else {}
         return self._servers
@@ -406,7 +407,8 @@ def _ttl(project: Project) -> float:
     from ..prerequisites.sessions import DEFAULT_TTL_SECONDS, TTL_ENV
     from ..state.settings import chosen
 
-    return chosen(project.root, "sessions.ttl", None, TTL_ENV, parse_duration, DEFAULT_TTL_SECONDS, project.state_dir)
+    root, state = project.root_dir, project.state_folder
+    return chosen(root, "sessions.ttl", None, TTL_ENV, parse_duration, DEFAULT_TTL_SECONDS, state)
 
 
 def before(hook: Hook) -> Answer:
@@ -418,7 +420,7 @@ def before(hook: Hook) -> Answer:
         _announce(hook, hook.name.tool)
         _mark_observed(hook)
         return Answer()
-    guarded = guards.refusal(tool, hook.call.arguments, hook.project.root, hook.project.state_db.parent)
+    guarded = guards.refusal(tool, hook.call.arguments, hook.project.root_dir, hook.project.state_folder)
     if guarded:
         _audit(hook, "deny", "guard", guarded)
         return Answer(deny=guarded)
@@ -542,7 +544,7 @@ def _call_approval(hook: Hook, tool: Name, wanting: list[Any], verdict: str, pen
             return Answer(ask=text, context=text) if asks else Answer(context=text)
         return Answer(context=text)
     try:
-        request = request_for(tool.raw, hook.call.arguments, enforced, hook.call.cwd or str(hook.project.root))
+        request = request_for(tool.raw, hook.call.arguments, enforced, hook.call.cwd or hook.project.root_dir)
         approvals = CallApprovals(hook.database())
         taken = approvals.take(hook.call.session_id, request)
         if taken is not None:

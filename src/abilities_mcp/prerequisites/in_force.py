@@ -6,12 +6,16 @@ Stdlib only: the hook asks this on every tool call a workflow could gate.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..state.database import trust_store
-from ..state.project import Project, stamp
-from ..state.trust import TrustStore
+from ..state.project import stamp
 from .workflows import TOOL_CACHE, Source, WorkflowSet, parse_workflows, read_source
+
+TYPE_CHECKING = False  # typing's, without importing typing (nor pathlib): the hook asks this module
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..state.project import Project
+    from ..state.trust import TrustStore
 
 
 class Workflows:
@@ -30,7 +34,7 @@ class Workflows:
         return self._current
 
 
-def workflows_in_force(workflows_file: Path, tool_cache: Path, trust: TrustStore) -> WorkflowSet:
+def workflows_in_force(workflows_file: str | Path, tool_cache: str | Path, trust: TrustStore) -> WorkflowSet:
     """The workflows the gates enforce: as the files are, unless an edit since a person trusted them would lower a
     gate (prerequisites/lowering.py); then the trusted version, with a note naming the files and the command."""
     now = (read_source(workflows_file), read_source(tool_cache))

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import re
 from collections import namedtuple
-from collections.abc import Iterator
-from pathlib import Path
 
 from ..errors import Diagnostic, did_you_mean
 from ..files import Unreadable, read_bytes
@@ -21,6 +19,8 @@ from .rules import ShellRule, is_rule, plain_rule
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
     from typing import Any
 
 MODES = ("enforce", "warn", "suggest")
@@ -39,7 +39,8 @@ PREREQUISITE_KEYS = {"step", "tool", "description", "required", "params", "argum
 META_KEYS = {"$schema"}
 # workflows.json bigger than this is refused: it is read on every tool call.
 MAX_FILE_BYTES = 1_000_000
-TOOL_CACHE = Path(".opencode") / "agent-skill-tools.json"
+# The tool-routing cache, relative to the project (text, not a Path: the hook imports no pathlib).
+TOOL_CACHE = ".opencode/agent-skill-tools.json"
 
 
 # Records here are collections.namedtuple subclasses and plain classes: the hook reads this module on every tool
@@ -141,12 +142,12 @@ class Source(namedtuple("Source", "path raw problems")):
 
     __slots__ = ()
 
-    path: Path
+    path: str | Path
     raw: bytes | None  # None: there is no such file (or no trusted version of it)
     problems: list[Diagnostic]  # why it could not be read
 
 
-def read_source(path: Path) -> Source:
+def read_source(path: str | Path) -> Source:
     """A file's bytes, bounded; a missing file has none, an unreadable one a diagnostic (never an exception)."""
     try:
         raw = read_bytes(path, MAX_FILE_BYTES + 1)
@@ -159,7 +160,7 @@ def read_source(path: Path) -> Source:
     return Source(path, raw, [])
 
 
-def read_workflows(workflows_file: Path | None, tool_cache: Path | None = None) -> WorkflowSet:
+def read_workflows(workflows_file: str | Path | None, tool_cache: str | Path | None = None) -> WorkflowSet:
     """workflows.json, then the `workflows` key of the routing cache (workflows.json wins a name in both)."""
     return parse_workflows(
         read_source(workflows_file) if workflows_file is not None else None,
@@ -188,7 +189,7 @@ def parse_workflows(workflows: Source | None, tool_cache: Source | None) -> Work
     return found
 
 
-def read_json(path: Path) -> tuple[Any, list[Diagnostic]]:
+def read_json(path: str | Path) -> tuple[Any, list[Diagnostic]]:
     """A JSON file's value; a missing file is None, an unreadable one a diagnostic (never an exception)."""
     return _json_of(read_source(path))
 
@@ -205,7 +206,7 @@ def _json_of(source: Source) -> tuple[Any, list[Diagnostic]]:
     return parse_json(text, source.path)
 
 
-def parse_json(text: str, path: Path) -> tuple[Any, list[Diagnostic]]:
+def parse_json(text: str, path: str | Path) -> tuple[Any, list[Diagnostic]]:
     """JSON text's value, with a key written twice in one object (JSON silently keeps the last) as a problem."""
     twice: list[str] = []
     try:
@@ -229,7 +230,7 @@ def _pairs(pairs: list[tuple[str, Any]], twice: list[str]) -> dict[str, Any]:
     return out
 
 
-def _add_entries(found: WorkflowSet, data: Any, path: Path, key: str = "") -> None:
+def _add_entries(found: WorkflowSet, data: Any, path: str | Path, key: str = "") -> None:
     if data is None:
         return
     if not isinstance(data, dict):
@@ -250,7 +251,7 @@ def _add_entries(found: WorkflowSet, data: Any, path: Path, key: str = "") -> No
             found.workflows[name] = workflow
 
 
-def meta_problems(data: dict[str, Any], path: Path) -> list[Diagnostic]:
+def meta_problems(data: dict[str, Any], path: str | Path) -> list[Diagnostic]:
     """The top-level keys that are not workflows ("$schema") must still be what they say."""
     return [
         Diagnostic(str(path), key, "must be a string (the path or URL of the JSON Schema)")

@@ -14,9 +14,9 @@ postgresql:// location is opened).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
-from pathlib import Path
 
 from .owners import Owner, owner_alive, this_owner
 from .schema import _SCHEMA, ADDED_COLUMNS, DROPPED_TABLES, SCHEMA_VERSION, StateFileError
@@ -25,6 +25,7 @@ TYPE_CHECKING = False  # typing's, without importing typing: the hook opens the 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractContextManager
+    from pathlib import Path
     from typing import Any, TypeVar
 
     from .trust import TrustStore
@@ -46,7 +47,7 @@ _UNWRITABLE_WORDS = ("unable to open", "readonly", "read-only")
 class StateCorrupt(StateFileError):
     """The state file is not a sound abilities-mcp database: garbage, cut short, damaged, or another schema."""
 
-    def __init__(self, path: Path, reason: str):
+    def __init__(self, path: str | Path, reason: str):
         self.path, self.reason = path, reason
         super().__init__(
             f"the state file {str(path)!r} is damaged or not an abilities-mcp state file ({reason}); "
@@ -59,12 +60,13 @@ class Database:
 
     def __init__(
         self,
-        location: Path | str,
+        location: str | Path,
         accept_newer: bool = False,
         busy_ms: int = BUSY_TIMEOUT_MS,
-        folder: Path | None = None,
+        folder: str | Path | None = None,
     ):
-        """`location`: the SQLite file's path, or a postgresql:// URL (a `str`; anything else in a `str` is refused).
+        """`location`: the SQLite file's path (a Path, or text), or a postgresql:// URL (text with a scheme: any other
+        scheme is refused, see is_url).
         `folder`: the local folder for what stays on this machine's disk whatever the engine (the running steps'
         spools, state/spool.py): by default the SQLite file's folder; Database.open gives the project's state folder.
         `accept_newer`: read a database a newer version wrote as far as this one understands it (the hook, which a
@@ -77,17 +79,17 @@ class Database:
         self.busy_ms = busy_ms
         self._folder = folder
         self._ownership: Any = None  # on PostgreSQL, this replica's lock once `owner` took it (replicas.py)
-        self.postgres = isinstance(location, str)
+        self.postgres = is_url(location)
         if self.postgres:
             self.path, self.location = None, check_location(location)
             self._open_postgres()
             return
         path = self.location = self.path = location
         try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the runs and approvals: the user's alone
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)  # the runs and approvals: the user's alone
         except OSError as exc:
             raise _unwritable(path, exc) from exc
-        if path.is_dir():
+        if os.path.isdir(path):
             raise StateFileError(
                 f"the state file {str(path)!r} is a folder, not a file; move the folder away, or point --state-dir "
                 "(or $ABILITIES_STATE_DIR) at another folder"
@@ -105,18 +107,20 @@ class Database:
     @classmethod
     def open(cls: type[D], project: Any, **options: Any) -> D:
         """The project's state database, wherever it lives (Project.state_location): what every caller opens."""
-        return cls(project.state_location, folder=project.state_dir, **options)
+        return cls(project.state_url or project.state_file, folder=project.state_folder, **options)
 
     @property
     def folder(self) -> Path:
         """The local folder beside the state (spools): given, else the SQLite file's folder."""
+        from .project import as_path
+
         if self._folder is not None:
-            return self._folder
+            return as_path(self._folder)
         if self.path is None:
             raise StateFileError(
                 f"no local folder was given for the state at {self.where} (open it with Database.open)"
             )
-        return self.path.parent
+        return as_path(os.path.dirname(self.path))
 
     @property
     def where(self) -> str:
@@ -305,6 +309,12 @@ class _Transaction:
             self.database.db.execute("ROLLBACK" if self.write and kind is not None else "COMMIT")
 
 
+def is_url(location: str | Path) -> bool:
+    """Whether a state location is a database's URL rather than a file's path: text with a scheme. A path never
+    holds `://` (its folders' names are resolved, and `//` inside one collapses), so no file is taken for a URL."""
+    return isinstance(location, str) and "://" in location
+
+
 def check_location(location: str) -> str:
     """A state location given as text must be a PostgreSQL URL; the error names the accepted forms."""
     if location.startswith(POSTGRES_SCHEMES):
@@ -328,7 +338,7 @@ def _expected_columns() -> dict[str, set[str]]:
         scratch.close()
 
 
-def _classified(path: Path, exc: sqlite3.DatabaseError) -> Exception:
+def _classified(path: str | Path, exc: sqlite3.DatabaseError) -> Exception:
     text = str(exc).lower()
     if any(word in text for word in _UNWRITABLE_WORDS):
         return _unwritable(path, exc)
@@ -337,22 +347,25 @@ def _classified(path: Path, exc: sqlite3.DatabaseError) -> Exception:
     return exc
 
 
-def _unwritable(path: Path, exc: Exception) -> StateFileError:
+def _unwritable(path: str | Path, exc: Exception) -> StateFileError:
     return StateFileError(
         f"the state file {str(path)!r} cannot be opened for writing ({exc}); the file and its folder "
-        f"{str(path.parent)!r} must be writable by this user: fix their permissions (chmod u+rwx), or point "
+        f"{os.path.dirname(path)!r} must be writable by this user: fix their permissions (chmod u+rwx), or point "
         "--state-dir (or $ABILITIES_STATE_DIR) at a folder that is"
     )
 
 
-def open_state(path: Path | str, factory: Callable[[Any], D]) -> tuple[D, str | None]:
+def open_state(path: str | Path, factory: Callable[[Any], D]) -> tuple[D, str | None]:
     """Open the state file for the server or the CLI: a damaged one is moved aside, with its -wal and -shm, and a
     fresh one started; returns the database and, when that happened, the notice to show. Nothing is deleted, and
     a damaged file is judged before a byte of it changes. StateFileError (a folder, no write permission, a
     PostgreSQL database that cannot be reached) is left to the caller: those a person fixes. A PostgreSQL location
     is opened as it is: nothing there is this program's to move aside."""
-    if isinstance(path, str):
+    if is_url(path):
         return factory(path), None
+    from .project import as_path
+
+    path = as_path(path)
     reason = _damage(path)
     if reason is None:
         try:
@@ -439,4 +452,4 @@ def trust_store(project: Any, database: Database | None = None) -> TrustStore:
 
     if project.state_url:
         return DatabaseTrust(project, (lambda: database) if database is not None else (lambda: Database.open(project)))
-    return TrustStore(project.state_dir, project.root)
+    return TrustStore(project.state_folder, project.root_dir)

@@ -5,8 +5,12 @@ from __future__ import annotations
 import binascii
 import os
 import re
-from collections.abc import Iterator
-from pathlib import Path
+
+# typing's TYPE_CHECKING without importing typing; pathlib is imported where a Path is made (as_path), not here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 # Nested ability folders deeper than this are not searched (DESIGN §2).
 MAX_ABILITY_DEPTH = 3
@@ -29,27 +33,32 @@ _UNSAFE_IN_SLUG = re.compile(r"[^\w.-]")
 
 
 class Project:
-    """The project root, the user's folders, and where the state lives."""
+    """The project root, the user's folders, and where the state lives.
+
+    Held as text (`root_dir`, `state_folder`, `home_dir`, `config_dir`): the hook reads them on every tool call and
+    never imports pathlib, ~5 ms of its start. `root`, `state_dir`, `state_db`, `home` and the rest are the same
+    places as Paths, for the server and the CLI."""
 
     # A plain class, not a dataclass: the hook imports this on every tool call and dataclasses cost it ~14 ms.
-    __slots__ = ("root", "state_dir", "home", "config_home", "state_url")
+    __slots__ = ("root_dir", "state_folder", "home_dir", "config_dir", "state_url")
 
     def __init__(
         self,
-        root: Path,
-        state_dir: Path,
-        home: Path | None = None,
-        config_home: Path | None = None,
+        root: str | Path,
+        state_dir: str | Path,
+        home: str | Path | None = None,
+        config_home: str | Path | None = None,
         state_url: str | None = None,
     ):
-        self.root = root
-        self.state_dir = state_dir  # the SQLite file's folder; also the trust records' and the spools', on any engine
-        self.home = home or Path.home()
-        self.config_home = config_home or Path(os.environ.get("XDG_CONFIG_HOME") or self.home / ".config")
+        self.root_dir = os.fspath(root)
+        self.state_folder = os.fspath(state_dir)  # the SQLite file's; also the trust records' and the spools', always
+        self.home_dir = os.fspath(home) if home else os.path.expanduser("~")
+        config = config_home or os.environ.get("XDG_CONFIG_HOME") or os.path.join(self.home_dir, ".config")
+        self.config_dir = os.fspath(config)
         self.state_url = state_url or None  # a postgresql:// location: runs, sessions and approvals live there
 
     def __repr__(self) -> str:
-        return f"Project(root={str(self.root)!r}, state_dir={str(self.state_dir)!r})"
+        return f"Project(root={self.root_dir!r}, state_dir={self.state_folder!r})"
 
     @classmethod
     def resolve(
@@ -59,15 +68,36 @@ class Project:
         --state, else $ABILITIES_STATE (a postgresql:// URL, checked when opened: database.check_location), else the
         SQLite file in --state-dir, else $ABILITIES_STATE_DIR, else the user's state home."""
         chosen = root or os.environ.get("ABILITIES_ROOT") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-        resolved = Path(chosen).expanduser().resolve()
-        folder = state_dir or os.environ.get("ABILITIES_STATE_DIR") or default_state_dir(resolved)
+        resolved = _resolved(chosen)
+        folder = state_dir or os.environ.get("ABILITIES_STATE_DIR") or state_folder_of(resolved)
         url = state or os.environ.get(STATE_ENV)
-        return cls(root=resolved, state_dir=Path(folder).expanduser().resolve(), state_url=url)
+        return cls(root=resolved, state_dir=_resolved(folder), state_url=url)
+
+    @property
+    def root(self) -> Path:
+        return as_path(self.root_dir)
+
+    @property
+    def state_dir(self) -> Path:
+        return as_path(self.state_folder)
+
+    @property
+    def home(self) -> Path:
+        return as_path(self.home_dir)
+
+    @property
+    def config_home(self) -> Path:
+        return as_path(self.config_dir)
+
+    @property
+    def state_file(self) -> str:
+        """The SQLite state file's path, as text (the hook's form of state_db)."""
+        return os.path.join(self.state_folder, "state.db")
 
     @property
     def state_db(self) -> Path:
         """The SQLite state file (in use unless state_url names a PostgreSQL database)."""
-        return self.state_dir / "state.db"
+        return as_path(self.state_file)
 
     @property
     def state_location(self) -> Path | str:
@@ -78,7 +108,7 @@ class Project:
     def state_shown(self) -> str:
         """The state's location for a message: the SQLite file, or the URL without its password."""
         if self.state_url is None:
-            return str(self.state_db)
+            return self.state_file
         from urllib.parse import urlsplit
 
         password = urlsplit(self.state_url).password
@@ -141,34 +171,65 @@ class Project:
 
     @property
     def workflows_file(self) -> Path:
-        return self.root / "workflows.json"
+        return as_path(self.workflows_json)
+
+    @property
+    def workflows_json(self) -> str:
+        """workflows.json's path, as text (the hook's form of workflows_file)."""
+        return os.path.join(self.root_dir, "workflows.json")
 
 
-def user_state_home() -> Path:
+def as_path(text: str) -> Path:
+    """`text` as a Path, pathlib imported on first use: the hook's path keeps to text (see Project)."""
+    from pathlib import Path
+
+    return Path(text)
+
+
+def inside(path: str, root: str) -> str | None:
+    """`path` relative to `root`, with `/` between names, when it is inside it (`.` for root itself), else None:
+    Path.relative_to's answer, on text, by the names as written (no link followed, no `..` undone)."""
+    if path == root:
+        return "."
+    within = path.removeprefix(root.rstrip(os.sep) + os.sep)
+    return within.replace(os.sep, "/") if within != path else None
+
+
+def _resolved(place: str | Path) -> str:
+    """`place` with ~ expanded, made absolute and its links resolved: Path(place).expanduser().resolve(), as text."""
+    return os.path.realpath(os.path.expanduser(os.fspath(place)))
+
+
+def user_state_home() -> str:
     """$XDG_STATE_HOME, else ~/.local/state (a relative $XDG_STATE_HOME is ignored, as the XDG spec says)."""
     chosen = os.environ.get("XDG_STATE_HOME", "")
-    return Path(chosen) if os.path.isabs(chosen) else Path.home() / ".local" / "state"
+    return chosen if os.path.isabs(chosen) else os.path.join(os.path.expanduser("~"), ".local", "state")
 
 
-def default_state_dir(root: Path, state_home: Path | None = None) -> Path:
+def default_state_dir(root: str | Path, state_home: str | Path | None = None) -> Path:
     """The state folder of the project at `root` (resolved): outside the project tree, where an agent whose client
     sandboxes its shell to the project cannot write. `STATE_HOME/abilities-mcp/projects/NAME-CRC/`."""
-    return (state_home or user_state_home()) / STATE_FOLDER / PROJECTS_FOLDER / state_slug(root)
+    return as_path(state_folder_of(root, state_home))
 
 
-def state_slug(root: Path) -> str:
+def state_folder_of(root: str | Path, state_home: str | Path | None = None) -> str:
+    """default_state_dir, as text (the hook's form)."""
+    return os.path.join(state_home or user_state_home(), STATE_FOLDER, PROJECTS_FOLDER, state_slug(root))
+
+
+def state_slug(root: str | Path) -> str:
     """The project folder's name, readable, and a checksum of its whole path, so two `app` folders differ.
 
     CRC-32 from binascii, not a hashlib digest: the hook computes this on every tool call, and importing hashlib
     costs it about 8 ms against binascii's 0.1 ms. Two projects collide only with the same name and the same CRC."""
-    name = _UNSAFE_IN_SLUG.sub("_", root.name)[:SLUG_NAME_CHARS].lstrip(".") or "root"
+    name = _UNSAFE_IN_SLUG.sub("_", os.path.basename(root))[:SLUG_NAME_CHARS].lstrip(".") or "root"
     return f"{name}-{binascii.crc32(os.fsencode(root)):08x}"
 
 
-def stamp(path: Path) -> tuple[int, ...]:
+def stamp(path: str | Path) -> tuple[int, ...]:
     """Changes when the file does, even when a copy kept the old mtime and size (ctime and inode still move)."""
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return (0,)
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
@@ -194,9 +255,9 @@ def _walk(folder: Path, depth: int) -> Iterator[Path]:
     for entry in entries:
         if entry.is_dir():
             if depth < MAX_ABILITY_DEPTH and not entry.name.startswith(".") and entry.name not in SKIPPED_FOLDERS:
-                yield from _walk(Path(entry.path), depth + 1)
+                yield from _walk(as_path(entry.path), depth + 1)
         elif entry.name.endswith(ABILITY_SUFFIXES) and not entry.name.startswith("."):
-            yield Path(entry.path)
+            yield as_path(entry.path)
 
 
 def derive_name(relative: Path) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
+import os
 
 from ..durations import FORMAT_HINT, parse_duration
 from ..errors import did_you_mean
@@ -20,6 +20,7 @@ from .trust import TrustStore, waiting_note
 # typing's TYPE_CHECKING without importing typing: the hook reads sessions.ttl here when it checks a session.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 FILE_NAME = "abilities-mcp.json"
@@ -65,7 +66,9 @@ class Settings:
 
     __slots__ = ("path", "values", "problems", "raw", "pending")
 
-    def __init__(self, path: Path, values: dict[str, Any], problems: list[tuple[str, str]], raw: bytes | None = None):
+    def __init__(
+        self, path: str | Path, values: dict[str, Any], problems: list[tuple[str, str]], raw: bytes | None = None
+    ):
         self.path, self.values, self.problems, self.raw = path, values, problems, raw  # raw: the bytes read
         self.pending: str | None = None  # set when these are the trusted settings an edit waits to replace
 
@@ -74,14 +77,14 @@ class Settings:
         return self.values.get(dotted)
 
 
-_cache: dict[Path, tuple[tuple[int, ...], Settings]] = {}
+_cache: dict[str, tuple[tuple[int, ...], Settings]] = {}
 
 
-def load(root: Path) -> Settings:
+def load(root: str | Path) -> Settings:
     """The settings of the project at `root`, re-read when the file changes."""
-    path = root / FILE_NAME
+    path = os.path.join(root, FILE_NAME)
     try:
-        st = path.stat()
+        st = os.stat(path)
         key = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
     except OSError:
         return Settings(path, {}, [])
@@ -93,7 +96,7 @@ def load(root: Path) -> Settings:
     return found
 
 
-def read(path: Path) -> Settings:
+def read(path: str | Path) -> Settings:
     """Parse and check one settings file."""
     try:
         raw = read_bytes(path, MAX_BYTES + 1)
@@ -104,10 +107,10 @@ def read(path: Path) -> Settings:
     return parse_settings(path, raw)
 
 
-def in_force(root: Path, state_dir: Path) -> Settings:
+def in_force(root: str | Path, state_dir: str | Path) -> Settings:
     """The settings file as enforced: as written, unless an edit since a person trusted it loosens a guarded
     setting (GUARDED); then the trusted version (no file: the defaults), with a note naming the command."""
-    path, trust = root / FILE_NAME, TrustStore(state_dir, root)
+    path, trust = os.path.join(root, FILE_NAME), TrustStore(state_dir, root)
     current = read(path)
     trusted_raw = trust.trusted(path)
     if current.raw == trusted_raw:
@@ -136,7 +139,7 @@ def _number(value: Any) -> float:
     return parse_duration(value) if isinstance(value, str) else float(value)
 
 
-def parse_settings(path: Path, raw: bytes) -> Settings:
+def parse_settings(path: str | Path, raw: bytes) -> Settings:
     """A settings file's bytes, checked."""
     try:
         text = decode_text(raw, MAX_BYTES)
@@ -237,12 +240,16 @@ def _kind_schema(kind: str) -> dict[str, Any]:
 
 
 def chosen(
-    root: Path, dotted: str, flag: Any, env: str | None, parse: Any, default: Any, state_dir: Path | None = None
+    root: str | Path,
+    dotted: str,
+    flag: Any,
+    env: str | None,
+    parse: Any,
+    default: Any,
+    state_dir: str | Path | None = None,
 ) -> Any:
     """The value in force for one setting: `flag` when given, else the environment variable (parsed), else the
     settings file (for a GUARDED setting, as trust allows it, when `state_dir` is given), else `default`."""
-    import os
-
     if flag is not None:
         return flag
     if env and (text := os.environ.get(env)):

@@ -24,12 +24,15 @@ import json
 import os
 import time
 from collections import namedtuple
-from collections.abc import Callable
-from pathlib import Path
 
-# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
+from .project import inside
+
+# typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call (pathlib too:
+# paths here are text, joined with os.path).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
     from typing import Any
 
 FOLDER = "trust"
@@ -70,23 +73,23 @@ class TrustStore:
 
     __slots__ = ("root", "folder", "_stamp", "_records")
 
-    def __init__(self, state_dir: Path, root: Path):
-        self.root = root
-        self.folder = state_dir / FOLDER
+    def __init__(self, state_dir: str | Path, root: str | Path):
+        self.root = os.fspath(root)
+        self.folder = os.path.join(state_dir, FOLDER)
         self._stamp: tuple[int, ...] | None = None
         self._records: dict[str, Record] = {}
 
-    def key(self, path: Path) -> str:
-        """How the index names a file: relative to the project when inside it, else absolute."""
-        try:
-            return path.relative_to(self.root).as_posix()
-        except ValueError:
-            return str(path)
+    def key(self, path: str | Path) -> str:
+        """How the index names a file: relative to the project when inside it, else absolute (Path.relative_to's
+        answer: by the names as written, no link followed)."""
+        path = os.fspath(path)
+        found = inside(path, self.root)
+        return path if found is None else found
 
     def stamp(self) -> tuple[int, ...]:
         """Changes whenever trust is given (readers fold it into their caches' keys)."""
         try:
-            st = (self.folder / "index.json").stat()
+            st = os.stat(os.path.join(self.folder, "index.json"))
         except OSError:
             return (0,)
         return (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -95,14 +98,14 @@ class TrustStore:
         """Every trusted file by its key; empty when nothing was ever trusted (or the index is unreadable)."""
         now = self.stamp()
         if now != self._stamp:
-            self._records, self._stamp = _read_index(self.folder / "index.json"), now
+            self._records, self._stamp = _read_index(os.path.join(self.folder, "index.json")), now
         return self._records
 
-    def record(self, path: Path) -> Record | None:
+    def record(self, path: str | Path) -> Record | None:
         """The trust given to this file, or None when no person ever trusted it."""
         return self.records().get(self.key(path))
 
-    def trusted(self, path: Path) -> bytes | None:
+    def trusted(self, path: str | Path) -> bytes | None:
         """The content a person trusted for this file; None when nobody did (or its blob is gone)."""
         found = self.record(path)
         return None if found is None else self.blob(found.sha256)
@@ -111,7 +114,7 @@ class TrustStore:
         if not sha256.isalnum():  # the index is ours, but a name is never a path
             return None
         try:
-            with open(self.folder / "blobs" / sha256, "rb") as f:
+            with open(os.path.join(self.folder, "blobs", sha256), "rb") as f:
                 return f.read(MAX_BLOB_BYTES + 1)
         except OSError:
             return None
@@ -120,9 +123,10 @@ class TrustStore:
         """Record these files as trusted as they are now (None: trusted as deleted, the record dropped)."""
         import hashlib  # only here: the hook never writes
 
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        (self.folder / "blobs").mkdir(mode=0o700, exist_ok=True)
-        index = dict(_read_index(self.folder / "index.json"))
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        blobs = os.path.join(self.folder, "blobs")
+        os.makedirs(blobs, mode=0o700, exist_ok=True)
+        index = dict(_read_index(os.path.join(self.folder, "index.json")))
         now, log = time.time(), []
         for path, content in contents.items():
             key = self.key(path)
@@ -131,12 +135,12 @@ class TrustStore:
                 log.append({"file": key, "sha256": None, "at": now, "how": how, "origin": origin})
                 continue
             sha = hashlib.sha256(content).hexdigest()
-            _write_atomic(self.folder / "blobs" / sha, content)
+            _write_atomic(os.path.join(blobs, sha), content)
             index[key] = Record(sha, now, how, origin)
             log.append({"file": key, "sha256": sha, "at": now, "how": how, "origin": origin})
         document = {"files": {k: r._asdict() for k, r in sorted(index.items())}}
-        _write_atomic(self.folder / "index.json", json.dumps(document, indent=1).encode())
-        with open(self.folder / "log.jsonl", "a", encoding="utf-8", opener=_private) as f:
+        _write_atomic(os.path.join(self.folder, "index.json"), json.dumps(document, indent=1).encode())
+        with open(os.path.join(self.folder, "log.jsonl"), "a", encoding="utf-8", opener=_private) as f:
             f.writelines(json.dumps(entry) + "\n" for entry in log)
         self._stamp = None
 
@@ -149,7 +153,7 @@ class DatabaseTrust(TrustStore):
     def __init__(self, project: Any, open_database: Callable[[], Any]):
         """`open_database`: the state database, opened when first read (database.trust_store makes it; this module
         imports no database: the database's folder is tightened through privacy, which names the trust folder)."""
-        super().__init__(project.state_dir, project.root)
+        super().__init__(project.state_folder, project.root_dir)
         self._open, self._db = open_database, None
 
     def _database(self) -> Any:  # a Database (not imported here: see __init__)
@@ -210,9 +214,10 @@ class DatabaseTrust(TrustStore):
         self._stamp = None
 
 
-def _read_index(path: Path) -> dict[str, Record]:
+def _read_index(path: str) -> dict[str, Record]:
     try:
-        document = json.loads(path.read_bytes())
+        with open(path, "rb") as f:
+            document = json.loads(f.read())
         files = document["files"]
         return {
             str(k): Record(str(v["sha256"]), float(v["at"]), str(v["how"]), str(v["origin"])) for k, v in files.items()
@@ -229,9 +234,10 @@ def _private(path: str, flags: int) -> int:
     return os.open(path, flags, 0o600)
 
 
-def _write_atomic(path: Path, content: bytes) -> None:
+def _write_atomic(path: str, content: bytes) -> None:
     """Write whole or not at all: a reader sees the old file or the new one, never half of one."""
-    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    folder, name = os.path.split(path)
+    scratch = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     with open(scratch, "wb", opener=_private) as f:
         f.write(content)
         f.flush()
