@@ -1,6 +1,6 @@
 """What keeps the hook's start small, held as structure (never timed here; benchmarks/hook_latency.py times it): a
-decision loads only the modules it needs, its records are plain namedtuples, and the command ends once its answer is
-out, its writes already committed."""
+decision loads only the modules it needs (no pathlib: its paths are text), its records are plain namedtuples, and
+the command ends once its answer is out, its writes already committed."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ SESSION = "2f7c0a1e-claude-session"
 HOOK_TIMEOUT = 60
 # What an allowed Read, with a state file and workflows.json to read, has no use for: the session's records, the
 # audit trail (and its SHA-256), the announcements, the clients' configs, the keywords' phrases, the lowering of an
-# edit nobody made, and OpenSSL.
+# edit nobody made, OpenSSL, and pathlib (with urllib.parse, 5 ms: Project and the state keep paths as text).
 UNNEEDED_FOR_A_READ = (
     "abilities_mcp.prerequisites.sessions",
     "abilities_mcp.state.audit",
@@ -29,11 +30,19 @@ UNNEEDED_FOR_A_READ = (
     "abilities_mcp.prerequisites.lowering",
     "hashlib",
     "contextlib",
+    "pathlib",
 )
 # What no decision needs, the deny that writes the audit trail and the record after a call included: typing (the
 # settings file's sessions.ttl is read for a session's records), and the shell command parser while every rule in
 # workflows.json is in plain words (prerequisites/rules.py).
-UNNEEDED_FOR_ANY = ("typing", "contextlib", "abilities_mcp.prerequisites.commands")
+UNNEEDED_FOR_ANY = ("typing", "contextlib", "pathlib", "abilities_mcp.prerequisites.commands")
+# What a strict run's step needs not read to refuse a call out of step: workflows.json and its gates.
+UNNEEDED_FOR_A_STEP_DENY = (
+    "abilities_mcp.prerequisites.gates",
+    "abilities_mcp.prerequisites.workflows",
+    "abilities_mcp.prerequisites.in_force",
+    "pathlib",
+)
 # The hook's records: collections.namedtuple subclasses whose annotations document their fields (workflows.py says
 # why not typing.NamedTuple).
 RECORDS = {
@@ -115,6 +124,58 @@ def test_a_deny_and_a_record_load_no_typing_no_contextlib_and_no_command_parser(
     )
 
     assert answer in done.stdout and (answer or done.stdout == "")
+    assert json.loads(done.stderr) == [0, []]
+
+
+def test_a_strict_runs_step_refuses_bash_without_reading_workflows_json(root) -> None:
+    from abilities_mcp.state.owners import process_start
+    from abilities_mcp.state.store import RunRecord, StepRecord, Store
+
+    use_database_workflow(root)
+    now, steps = time.time(), [StepRecord("build", 0, "script", status="running"), StepRecord("ship", 1, "script")]
+    definition = [
+        {"id": "build", "type": "script", "run": "make"},
+        {"id": "ship", "type": "script", "run": "make ship"},
+    ]
+    store = Store(state_db(root))
+    try:  # a strict run owned by this (live) process, at a running script step of the session
+        store.create_run(
+            RunRecord(
+                run_id="run_live",
+                ability="release",
+                session_id=SESSION,
+                status="running",
+                enforcement="strict",
+                definition={"description": "Build and ship", "steps": definition},
+                source_path=None,
+                inputs={},
+                parent_run=None,
+                error=None,
+                owner_pid=os.getpid(),
+                owner_start=process_start(os.getpid()),
+                started_at=now,
+                finished_at=None,
+                updated_at=now,
+                steps=steps,
+            )
+        )
+    finally:
+        store.close()
+    code = (
+        "import io, json, sys; from abilities_mcp.__main__ import main; "
+        "sys.stdin = io.StringIO(sys.argv[1]); code = main(['hook', 'claude', 'PreToolUse']); "
+        "sys.stderr.write(json.dumps([code, [m for m in sys.modules if m in sys.argv[2].split()]]))"
+    )
+    payload = {"session_id": SESSION, "tool_name": "Bash", "tool_input": {"command": "ls"}, "cwd": str(root)}
+
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(payload), " ".join(UNNEEDED_FOR_A_STEP_DENY)],
+        capture_output=True,
+        text=True,
+        timeout=HOOK_TIMEOUT,
+    )
+
+    assert '"permissionDecision": "deny"' in done.stdout and "run_live" in done.stdout, done.stdout
     assert json.loads(done.stderr) == [0, []]
 
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 import re
 from collections import namedtuple
 
-from ..prerequisites.gates import name_of
-from ..prerequisites.names import UNKNOWN_SERVER, Name, matches, wanted
+from ..prerequisites.names import UNKNOWN_SERVER, Name, matches, name_of, wanted
 from .position import Position
 
 # This server's tools: always allowed (they are how the agent moves the run on), when the call is one of this

@@ -41,10 +41,7 @@ import time
 from collections import namedtuple
 
 from .. import tracing
-from ..prerequisites.gates import RECORDED_BY_HOOK, Observer, check, tool_matches
-from ..prerequisites.in_force import workflows_in_force
 from ..prerequisites.names import MCP_PREFIX, SEPARATOR, UNKNOWN_SERVER, Name, called, opencode, same, through
-from ..prerequisites.workflows import TOOL_CACHE, WorkflowSet, read_json
 from ..state.database import BUSY_TIMEOUT_MS, Database, trust_store
 from ..state.project import GATEWAY_FILE, Project
 from . import guards
@@ -58,11 +55,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import IO, Any
 
+    from ..prerequisites.gates import Observer
     from ..prerequisites.sessions import SessionState
+    from ..prerequisites.workflows import WorkflowSet
     from .servers import Entry
 
 # Imported where a decision needs them, not here: a call no workflow gates and no run holds (a Read) never loads the
-# session records, the audit trail, the announcements (claims.py) or the clients' configs (servers.py).
+# session records, the audit trail, the announcements (claims.py) or the clients' configs (servers.py); one a strict
+# run's step refuses never reads workflows.json (gates.py, workflows.py, in_force.py).
 
 # Permission modes in which Claude Code asks the person; elsewhere a `warn` workflow only tells the model.
 ASKING_MODES = {"default", "acceptEdits", "plan"}
@@ -275,6 +275,9 @@ class Hook:
     @property
     def workflows(self) -> WorkflowSet:
         if self._workflows is None:  # the trusted version where an edit would lower a gate (prerequisites/in_force.py)
+            from ..prerequisites.in_force import workflows_in_force
+            from ..prerequisites.workflows import TOOL_CACHE
+
             trust = trust_store(self.project, self.database() if self.project.state_url else None)
             cache = os.path.join(self.project.root_dir, TOOL_CACHE)
             self._workflows = workflows_in_force(self.project.workflows_json, cache, trust)
@@ -383,6 +386,8 @@ class Hook:
         """gateway.json's servers (read with the standard library: the hook imports no pydantic); a missing or
         broken file has none."""
         if self._servers is None:
+            from ..prerequisites.workflows import read_json
+
             data, _ = read_json(os.path.join(self.project.root_dir, GATEWAY_FILE))
             servers = data.get("mcpServers") if isinstance(data, dict) else None
             self._servers = servers if isinstance(servers, dict) else {}
@@ -488,12 +493,17 @@ def _step_verdict(hook: Hook, tool: Name) -> Verdict:
     return Verdict("allow") if position is None else tool_verdict(position, tool, hook.call.subagent, hook.call.skill)
 
 
-# The hook sees every tool call of its session: a self-report (workflow_record) never counts in its gate.
-HOOKS_SEE = Observer(hooks=True)
+def _hooks_see() -> Observer:
+    """The hook sees every tool call of its session: a self-report (workflow_record) never counts in its gate."""
+    from ..prerequisites.gates import Observer
+
+    return Observer(hooks=True)
 
 
 def _workflow_answer(hook: Hook, tool: Name) -> Answer:
     """workflows.json for this tool: deny for enforce, ask (or tell) for warn, tell for suggest."""
+    from ..prerequisites.gates import RECORDED_BY_HOOK, check
+
     found, arguments = hook.workflows, hook.call.arguments
     unrecorded = check(found, tool, "", {}, arguments=arguments)
     if not unrecorded.matched:
@@ -507,7 +517,7 @@ def _workflow_answer(hook: Hook, tool: Name) -> Answer:
                 f"and {hook.project.state_shown} cannot be read ({exc}). Fix or move the file, then try again."
             ) from exc
         raise
-    result = check(found, tool, "", done, how=RECORDED_BY_HOOK, observer=HOOKS_SEE, arguments=arguments)
+    result = check(found, tool, "", done, how=RECORDED_BY_HOOK, observer=_hooks_see(), arguments=arguments)
     from ..prerequisites.sessions import audited
 
     try:
@@ -571,13 +581,15 @@ def _call_approval(hook: Hook, tool: Name, wanting: list[Any], verdict: str, pen
 def after(hook: Hook) -> Answer:
     """A tool ran: if a workflow lists it and it succeeded, record it for this session as seen (in order, where
     the workflow enforces); a failed call never counts, and the model is told so."""
+    from ..prerequisites.gates import tool_matches
+
     name = hook.name
     listed = [(w, p) for w in hook.workflows.enabled() for p in w.prerequisites if tool_matches(name, p.tool)]
     if not listed or not hook.call.session_id or hook.ours() or hook.upstream() is not None:
         return Answer()  # this server's calls, and the gateway's, which records what it saw itself
     if hook.call.failed:
         return Answer(context="\n".join(_failed_note(name, w, p) for w, p in listed))
-    plan = hook.session().record(hook.call.session_id, hook.workflows, name, hook.call.result, None, HOOKS_SEE)
+    plan = hook.session().record(hook.call.session_id, hook.workflows, name, hook.call.result, None, _hooks_see())
     notes = [
         f"abilities-mcp: {name.raw} ran before {earlier.tool} (step {earlier.step} of {workflow.name}, which is "
         f"enforced in order), so it does not count yet: call {earlier.tool}, then {name.raw} again."
@@ -606,6 +618,8 @@ def prompt(hook: Hook) -> Answer:
 
 
 def _keyword_note(hook: Hook) -> str:
+    from ..prerequisites.gates import check
+
     words = check(hook.workflows, "", hook.call.prompt, {})
     pending = [m for m in words.matched if m.missing]
     if not pending:

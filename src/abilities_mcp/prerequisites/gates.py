@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Collection, Mapping, Sequence
 
-from .names import UNKNOWN_SERVER, Name, called, matches, same, wanted
+from .names import UNKNOWN_SERVER, Name, matches, name_of, same, wanted
 from .workflows import Prerequisite, Workflow, WorkflowSet
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
@@ -95,11 +95,6 @@ class Check(namedtuple("Check", "verdict tool matched message next_calls")):
     matched: list[Matched]
     message: str
     next_calls: list[tuple[str, dict[str, Any]]]
-
-
-def name_of(tool: str | Name) -> Name:
-    """A called name as given, or split as the server's callers spell it (mcp__S__T, S__T, bare)."""
-    return tool if isinstance(tool, Name) else called(tool)
 
 
 def tool_matches(tool: str | Name, want: str) -> bool:

@@ -62,6 +62,11 @@ def called(name: str, servers: Collection[str] = ()) -> Name:
     return Name(None, name, name)
 
 
+def name_of(tool: str | Name) -> Name:
+    """A called name as given, or split as the server's callers spell it (mcp__S__T, S__T, bare)."""
+    return tool if isinstance(tool, Name) else called(tool)
+
+
 def opencode(name: str, servers: Callable[[], Collection[str]]) -> Name:
     """OpenCode's `SERVER_TOOL`, split at the longest server name its config knows (`servers`, asked only for a
     name with "_" in it); a name with no known server is taken whole (its own tools are bare: bash, edit)."""
