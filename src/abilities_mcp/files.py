@@ -144,3 +144,12 @@ def _nesting_bound(text: str) -> int:
     """An upper bound on how deep YAML text can nest: each level needs a bracket, a `- ` or more indentation."""
     indent = max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0)
     return text.count("[") + text.count("{") + text.count("- ") + text.count("? ") + indent + 1
+
+
+def inside(path: str, root: str) -> str | None:
+    """`path` relative to `root`, with `/` between names, when it is inside it (`.` for root itself), else None:
+    Path.relative_to's answer, on text, by the names as written (no link followed, no `..` undone)."""
+    if path == root:
+        return "."
+    within = path.removeprefix(root.rstrip(os.sep) + os.sep)
+    return within.replace(os.sep, "/") if within != path else None

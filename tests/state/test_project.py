@@ -226,3 +226,63 @@ def test_no_state_notice_for_the_default_folder(root: Path) -> None:
     done = cli(root, "history")
 
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+# Project and the state keep their paths as text (the hook imports no pathlib): each answer must be the one a Path
+# would give.
+
+
+@pytest.mark.parametrize(
+    ("path", "root"),
+    [
+        ("/a/b/c", "/a/b"),
+        ("/a/b", "/a/b"),
+        ("/a/bc", "/a/b"),  # a name that only starts like the root's is not inside it
+        ("/a", "/a/b"),
+        ("/x", "/"),
+        ("/", "/"),
+        ("/a/b/../c", "/a/b"),  # `..` is a name as written, as Path.relative_to reads it
+        ("/elsewhere/b/c", "/a/b"),
+    ],
+)
+def test_inside_answers_as_path_relative_to_does(path: str, root: str) -> None:
+    from abilities_mcp.files import inside
+
+    try:
+        expected: str | None = Path(path).relative_to(root).as_posix()
+    except ValueError:
+        expected = None
+
+    assert inside(path, root) == expected
+
+
+def test_a_project_resolved_from_text_is_the_one_path_would_resolve(tmp_path, monkeypatch) -> None:
+    real = tmp_path / "real" / "project"
+    real.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+
+    for given in (str(tmp_path / "link" / "project"), "link/project", "~/link/project/", real):
+        project = Project.resolve(given, state_dir="~/link/state")
+
+        assert project.root == Path(given).expanduser().resolve() and project.root_dir == str(real)
+        assert project.state_dir == (tmp_path / "real" / "state") and project.state_file == str(project.state_db)
+        assert project.workflows_json == str(project.workflows_file) == str(real / "workflows.json")
+
+
+def test_the_state_opens_the_same_from_text_and_from_a_path_and_refuses_a_url_of_another_engine(tmp_path) -> None:
+    from abilities_mcp.state.database import Database
+    from abilities_mcp.state.schema import StateFileError
+
+    text = Database(str(tmp_path / "state" / "state.db"))
+    text.db.execute("CREATE TABLE mark (x)")
+    text.close()
+    path = Database(tmp_path / "state" / "state.db")
+
+    assert path.db.execute("SELECT name FROM sqlite_master WHERE name='mark'").fetchone() is not None
+    assert path.folder == tmp_path / "state"
+    path.close()
+    with pytest.raises(StateFileError, match="postgresql://USER@HOST"):
+        Database("sqlite:///" + str(tmp_path / "other.db"))
+    assert not (tmp_path / "other.db").exists()

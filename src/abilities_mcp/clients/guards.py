@@ -15,7 +15,8 @@ import re
 import stat
 from collections import namedtuple
 
-from ..state.project import LEGACY_STATE_DIR, PROJECTS_FOLDER, STATE_FOLDER, inside, user_state_home
+from ..files import inside
+from ..state.project import LEGACY_STATE_DIR, PROJECTS_FOLDER, STATE_FOLDER, user_state_home
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call (pathlib
 # too: the places here are text).

@@ -186,15 +186,6 @@ def as_path(text: str) -> Path:
     return Path(text)
 
 
-def inside(path: str, root: str) -> str | None:
-    """`path` relative to `root`, with `/` between names, when it is inside it (`.` for root itself), else None:
-    Path.relative_to's answer, on text, by the names as written (no link followed, no `..` undone)."""
-    if path == root:
-        return "."
-    within = path.removeprefix(root.rstrip(os.sep) + os.sep)
-    return within.replace(os.sep, "/") if within != path else None
-
-
 def _resolved(place: str | Path) -> str:
     """`place` with ~ expanded, made absolute and its links resolved: Path(place).expanduser().resolve(), as text."""
     return os.path.realpath(os.path.expanduser(os.fspath(place)))

@@ -25,7 +25,7 @@ import os
 import time
 from collections import namedtuple
 
-from .project import inside
+from ..files import inside
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call (pathlib too:
 # paths here are text, joined with os.path).
