@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from mcp import Client
 
+from abilities_mcp.children import spawned, started_here
 from abilities_mcp.engine import process
-from abilities_mcp.engine.process import MARKER_VAR, kill_run_leftovers, run_script
+from abilities_mcp.engine.process import MARKER_VAR, kill_run_leftovers, reap_adopted, run_script
 from abilities_mcp.state.project import Project
 from abilities_mcp.state.store import Store
 from support import until
@@ -62,7 +64,7 @@ async def test_a_step_shell_is_started_alike_whichever_way_it_is_spawned(
     assert int(lines["ignored"], 16) & 1 << (signal.SIGPIPE - 1) == 0  # as Popen leaves it: `yes | head` ends
     assert result.stderr == "to-stderr\n"
     assert result.exit_code == 3
-    assert result.pgid not in process._SPAWNED  # reaped, its pid forgotten
+    assert not started_here(result.pgid)  # reaped, its pid forgotten
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="markers are read from /proc")
@@ -98,3 +100,17 @@ async def test_a_short_steps_start_is_written_with_its_end_and_keeps_its_own_tim
     assert [e["event"] for e in events] == ["start", "succeed"]
     assert events[0]["at"] == step.started_at <= events[1]["at"]
     assert step.pgid and step.attempts == 1 and step.status == "completed" and step.output == "done"
+
+
+async def test_reaping_adopted_orphans_leaves_a_registered_childs_exit_to_its_popen() -> None:
+    # A child registered in children.py (a step's shell, the watchdog, a gateway upstream) is reaped by its own Popen:
+    # reaped by reap_adopted instead, its Popen would read exit code 0 and might signal a reused pid.
+    child = subprocess.Popen(["sh", "-c", "exit 3"])
+    spawned(child.pid)
+    try:
+        await until(lambda: psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE)
+        reap_adopted()
+
+        assert child.wait(timeout=10) == 3
+    finally:
+        child.poll()

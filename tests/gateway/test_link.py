@@ -183,3 +183,18 @@ async def test_a_call_started_at_once_is_handed_its_answer_and_a_forgotten_one_i
         }
     ]
     assert len(got) == 2 and isinstance(got[1], ConnectionError)
+
+
+async def test_the_upstream_is_registered_as_this_servers_own_child_while_it_runs(project: Project) -> None:
+    # The server reaps the orphans its steps leave (engine/process.py reap_adopted): an upstream's exit must be left
+    # to its Popen (children.py), and forgotten once read, for its pid may be anyone's after.
+    from abilities_mcp.children import started_here
+
+    configure(project.root, "exec $UPSTREAM")
+    async with Client(create_server(project)) as client:
+        assert (await echo(client, "up")).content[0].text == "up"
+        upstream = next(p for p in psutil.Process().children() if "upstream.py" in " ".join(p.cmdline()))
+
+        assert started_here(upstream.pid)
+
+    assert not started_here(upstream.pid) and not upstream.is_running()

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import anyio
 
+from ..children import forget, keep_only, spawned, started_here
+
 # Grace between SIGTERM and SIGKILL for a step's process group.
 KILL_GRACE_SECONDS = 2.0
 # Bytes kept of each stream: the head and the tail (DESIGN §3 hands out up to 40,000 characters per step).
@@ -50,10 +52,9 @@ ESCAPE_ROUNDS = 5
 REAP_SECONDS = 1.0
 # After a SIGCHLD, how long before adopted orphans are reaped (one reap for every child that exits meanwhile).
 REAP_AFTER_SECONDS = 0.05
-# Pids this process started itself (step shells, the watchdog), reaped by their own Popen. Any other child is a
-# step's escaped descendant the subreaper adopted, which nobody else would reap: `reap_adopted` does. A process
-# fact, so module state: a process has one set of children.
-_SPAWNED: set[int] = set()
+# Pids this process started itself (step shells, the watchdog, the gateway's upstreams) are registered in
+# children.py and reaped by their own Popen. Any other child is a step's escaped descendant the subreaper adopted,
+# which nobody else would reap: `reap_adopted` does.
 
 
 # The captures of the steps running in this process, by process group: `run` shows a step's last line as it runs.
@@ -511,31 +512,21 @@ def _inheritable_fds() -> list[int]:
     return found
 
 
-def spawned(pid: int) -> None:
-    """A child this process started and reaps itself (through its Popen): `reap_adopted` leaves it alone."""
-    _SPAWNED.add(pid)
-
-
-def forget(pid: int) -> None:
-    """A child this process started is reaped: its pid may be reused, by an escaped process too."""
-    _SPAWNED.discard(pid)
-
-
 def reap_adopted() -> int:
     """Reap every exited child this process did not start (orphans the subreaper adopted); returns how many."""
     reaped = 0
-    while (exited := _exited_child()) is not None and exited not in _SPAWNED:
+    while (exited := _exited_child()) is not None and not started_here(exited):
         with contextlib.suppress(ChildProcessError):  # an orphan's exit, the usual case: no /proc walk
             reaped += bool(os.waitpid(exited, os.WNOHANG)[0])
     if exited is None:  # no child has exited that nobody reaped (a step's shell is, by its Popen, as it ends)
         return reaped
     children = _children()  # one of ours waits for its Popen: look at each of the others
     for pid in children:
-        if pid in _SPAWNED or not _zombie(pid):
+        if started_here(pid) or not _zombie(pid):
             continue
         with contextlib.suppress(ChildProcessError):
             reaped += bool(os.waitpid(pid, os.WNOHANG)[0])
-    _SPAWNED.intersection_update(children)  # forget our own once their Popen has reaped them
+    keep_only(children)  # forget our own once their Popen has reaped them
     return reaped
 
 
@@ -690,7 +681,7 @@ async def kill_escaped(marker: str) -> None:
 def escaped(marker: str) -> list[int]:
     """The step's processes that left its group and, orphaned, were adopted by this process."""
     # Our own children (step shells, the watchdog) never escaped: their environments need no reading.
-    return [pid for pid in _adopted() if pid not in _SPAWNED and _has_marker(pid, marker)]
+    return [pid for pid in _adopted() if not started_here(pid) and _has_marker(pid, marker)]
 
 
 def _adopted() -> list[int]:

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 
-from .process import forget, spawned
+from ..children import forget, spawned
 
 log = logging.getLogger(__name__)
 # What the pipe holds between two drains (the most an unprivileged process may ask, by default): a write never

@@ -36,6 +36,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from .. import tracing
+from ..children import forget, spawned
 from ..pipes import MAX_LINE_BYTES, Inbox, write_all
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ class Link:
             start_new_session=True,  # its own process group: stopping it stops what it started
             bufsize=0,
         )
+        spawned(process.pid)  # its exit is its Popen's to read: a server's reaping of adopted orphans leaves it
         assert process.stdin is not None and process.stdout is not None
         self._stdin, self._stdout = process.stdin.fileno(), process.stdout.fileno()
         os.set_blocking(self._stdin, False)
@@ -353,7 +355,8 @@ async def _report(progress: Progress, params: dict[str, Any]) -> None:
 
 
 async def _stop(process: subprocess.Popen[bytes]) -> None:
-    """Close its stdin and wait; then TERM its process group and wait; then KILL it (the MCP spec's order)."""
+    """Close its stdin and wait; then TERM its process group and wait; then KILL it (the MCP spec's order). Once
+    reaped, its pid is forgotten (children.py): it may be anyone's now."""
     assert process.stdin is not None
     with suppress(OSError):
         process.stdin.close()
@@ -371,5 +374,6 @@ async def _exited(process: subprocess.Popen[bytes]) -> bool:
     with anyio.move_on_after(EXIT_GRACE_SECONDS):
         while process.poll() is None:
             await anyio.sleep(EXIT_POLL_SECONDS)
+        forget(process.pid)
         return True
     return False
