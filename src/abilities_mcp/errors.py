@@ -12,10 +12,10 @@ Bugs are not caught: they propagate and are logged.
 
 from __future__ import annotations
 
-from collections import namedtuple
+from .records import Record
 
 # No dataclasses, difflib or typing at import: the hook imports this module on every tool call and must start fast
-# (typing.NamedTuple compiles each field's annotation; the records below are namedtuples with annotations to read).
+# (typing.NamedTuple compiles each field's annotation; the records below are records.Record with annotations to read).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -26,7 +26,7 @@ class AbilitiesError(Exception):
     """Base of every error this package raises on purpose."""
 
 
-class Diagnostic(namedtuple("Diagnostic", "file path message")):
+class Diagnostic(Record, fields="file path message"):
     """One problem in one file: where it is and how to fix it."""
 
     __slots__ = ()
@@ -56,7 +56,7 @@ class InputError(AbilitiesError):
         super().__init__("Invalid inputs: " + "; ".join(problems))
 
 
-class NextCall(namedtuple("NextCall", "tool arguments")):
+class NextCall(Record, fields="tool arguments"):
     """A tool call the caller may legally make next."""
 
     __slots__ = ()

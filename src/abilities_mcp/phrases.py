@@ -7,8 +7,9 @@ means the same everywhere. Stdlib only: the hook imports it.
 from __future__ import annotations
 
 import re
-from collections import namedtuple
 from collections.abc import Iterable
+
+from .records import Record
 
 # Only the head of a request is searched: real requests are far shorter, and a pasted log must not cost more.
 MAX_TEXT_CHARS = 10_000
@@ -20,7 +21,7 @@ MAX_PATTERN_TEXT_CHARS = 2_000
 PATTERN_WEIGHT = 3
 
 
-class Trigger(namedtuple("Trigger", "label regex weight reach")):
+class Trigger(Record, fields="label regex weight reach"):
     """One keyword or pattern, compiled, with what it adds to the score and how it is reported."""
 
     __slots__ = ()

@@ -6,7 +6,8 @@ code and context). Stdlib only (the hook's path).
 from __future__ import annotations
 
 import json
-from collections import namedtuple
+
+from ..records import Record
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
 TYPE_CHECKING = False
@@ -19,7 +20,7 @@ MAX_OUTPUT_CHARS = 10_000
 DENY_EXIT, FAIL_OPEN_EXIT = 2, 1
 
 
-class Answer(namedtuple("Answer", "deny ask context block_stop message", defaults=("", "", "", "", ""))):
+class Answer(Record, fields="deny ask context block_stop message", defaults=("", "", "", "", "")):
     """What the hook says; empty fields say nothing."""
 
     __slots__ = ()

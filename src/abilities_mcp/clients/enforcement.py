@@ -15,9 +15,9 @@ Pure functions, stdlib only: the hook runs them on every tool call.
 from __future__ import annotations
 
 import re
-from collections import namedtuple
 
 from ..prerequisites.names import UNKNOWN_SERVER, Name, matches, name_of, wanted
+from ..records import Record
 from .position import Position
 
 # This server's tools: always allowed (they are how the agent moves the run on), when the call is one of this
@@ -160,7 +160,7 @@ WRITE_WORDS = {
 _WORDS = r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])"
 
 
-class Verdict(namedtuple("Verdict", "decision reason context", defaults=("", ""))):
+class Verdict(Record, fields="decision reason context", defaults=("", "")):
     """The hook's answer for one tool call: deny with a reason, or allow (with context for the model, maybe)."""
 
     __slots__ = ()
@@ -321,7 +321,7 @@ def interrupted(position: Position) -> str:
     )
 
 
-class StopVerdict(namedtuple("StopVerdict", "block reason message", defaults=("", ""))):
+class StopVerdict(Record, fields="block reason message", defaults=("", "")):
     """Whether the agent may end its turn, and what the model (reason) or the person (message) is told."""
 
     __slots__ = ()

@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections import namedtuple
 
 from ..files import inside
+from ..records import Record
 from ..state.project import LEGACY_STATE_DIR, PROJECTS_FOLDER, STATE_FOLDER, user_state_home
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call (pathlib
@@ -134,7 +134,7 @@ def _write_refusal(tool: str, target: str, root: str, state_dir: str) -> str | N
     return None
 
 
-class Place(namedtuple("Place", "shown paths needles")):
+class Place(Record, fields="shown paths needles"):
     """One protected file or folder: how a message shows it, where it is, and the texts that name it."""
 
     __slots__ = ()

@@ -38,10 +38,10 @@ import os
 import sqlite3
 import sys
 import time
-from collections import namedtuple
 
 from .. import tracing
 from ..prerequisites.names import MCP_PREFIX, SEPARATOR, UNKNOWN_SERVER, Name, called, opencode, same, through
+from ..records import Record
 from ..state.database import BUSY_TIMEOUT_MS, Database, trust_store
 from ..state.project import GATEWAY_FILE, Project
 from . import guards
@@ -92,7 +92,7 @@ BUDGET_ENV = "ABILITIES_HOOK_BUDGET"
 WAL_LIMIT_BYTES = 1024 * 1024
 
 
-class Caller(namedtuple("Caller", "owner servers url", defaults=("",))):
+class Caller(Record, fields="owner servers url", defaults=("",)):
     """A team server's caller, when the hook runs on the server for a remote client (cli/team_hooks.py)."""
 
     __slots__ = ()

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections import namedtuple
 
 from ..prerequisites.names import MCP_PREFIX
+from ..records import Record
 from .enforcement import kind
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
@@ -111,15 +111,12 @@ class BadPayload(ValueError):
 
 
 class Call(
-    namedtuple(
-        "Call",
-        (
-            "client kind session_id tool result prompt subagent "
-            "stop_hook_active permission_mode source cwd skill arguments "
-            "failed server origin"
-        ),
-        defaults=(None, {}, False, None, ""),
-    )
+    Record,
+    fields=(
+        "client kind session_id tool result prompt subagent stop_hook_active permission_mode source cwd skill "
+        "arguments failed server origin"
+    ),
+    defaults=(None, {}, False, None, ""),
 ):
     """One hook event, in the same terms whichever client sent it."""
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections import namedtuple
 from collections.abc import Callable
 
+from ..records import Record
 from ..state.owners import Owner, client_of, owner_alive
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
@@ -41,13 +41,11 @@ _STRICTNESS = ("loose", "normal", "strict")
 
 
 class Position(
-    namedtuple(
-        "Position",
-        (
-            "run_id ability enforcement status inner_run step_id "
-            "step_type description agent skill tools question owner_alive"
-        ),
-    )
+    Record,
+    fields=(
+        "run_id ability enforcement status inner_run step_id step_type description agent skill tools question "
+        "owner_alive"
+    ),
 ):
     """A live run and the step it is at (the innermost one, through child runs)."""
 

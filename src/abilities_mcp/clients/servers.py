@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections import namedtuple
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ..records import Record
 from . import jsonc
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
@@ -37,7 +37,7 @@ MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _OPENCODE_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-class Entry(namedtuple("Entry", "name argv url")):
+class Entry(Record, fields="name argv url"):
     """One configured server: how the client starts it (a command and its arguments) or reaches it (a url)."""
 
     __slots__ = ()

@@ -12,9 +12,9 @@ it was seen: a self-report (workflow_record) does not count there.
 
 from __future__ import annotations
 
-from collections import namedtuple
 from collections.abc import Collection, Mapping, Sequence
 
+from ..records import Record
 from .names import UNKNOWN_SERVER, Name, matches, name_of, same, wanted
 from .workflows import Prerequisite, Workflow, WorkflowSet
 
@@ -38,8 +38,8 @@ OBSERVED, REPORTED = "observed", "reported"
 Done = Mapping[str, Mapping[int, Sequence[object]]]
 
 
-# namedtuples, not dataclasses nor typing.NamedTuple: the hook runs this module on every tool call (see workflows.py).
-class Observer(namedtuple("Observer", "upstreams hooks offers", defaults=(frozenset(), False, {}))):
+# Records, not dataclasses nor typing.NamedTuple: the hook runs this module on every tool call (see workflows.py).
+class Observer(Record, fields="upstreams hooks offers", defaults=(frozenset(), False, {})):
     """Who sees this session's tool calls run, so that only what they saw counts as evidence."""
 
     __slots__ = ()
@@ -72,7 +72,7 @@ NOBODY = Observer()
 EVERYONE = Observer(hooks=True)  # as if every call were seen: only what was seen counts
 
 
-class Matched(namedtuple("Matched", "workflow verdict reasons missing optional done")):
+class Matched(Record, fields="workflow verdict reasons missing optional done"):
     """One workflow a call triggered, and where this session stands with it."""
 
     __slots__ = ()
@@ -85,7 +85,7 @@ class Matched(namedtuple("Matched", "workflow verdict reasons missing optional d
     done: list[Prerequisite]
 
 
-class Check(namedtuple("Check", "verdict tool matched message next_calls")):
+class Check(Record, fields="verdict tool matched message next_calls"):
     """The answer to "may this tool run now?"."""
 
     __slots__ = ()
@@ -283,7 +283,7 @@ def message(verdict: str, tool: str, matched: list[Matched], how: str = RECORD_Y
     return "\n".join(lines)
 
 
-class RecordPlan(namedtuple("RecordPlan", "record already refused watched", defaults=([],))):
+class RecordPlan(Record, fields="record already refused watched", defaults=([],)):
     """What recording one tool does: the steps it completes, and the steps it may not complete yet."""
 
     __slots__ = ()

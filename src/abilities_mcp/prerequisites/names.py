@@ -13,8 +13,9 @@ Stdlib only: the hook splits the name of every tool call.
 
 from __future__ import annotations
 
-from collections import namedtuple
 from collections.abc import Callable, Collection
+
+from ..records import Record
 
 MCP_PREFIX = "mcp__"
 SEPARATOR = "__"
@@ -24,7 +25,7 @@ SEPARATOR = "__"
 UNKNOWN_SERVER = "?"
 
 
-class Name(namedtuple("Name", "server tool raw whole", defaults=(True,))):
+class Name(Record, fields="server tool raw whole", defaults=(True,)):
     """A tool as called (or as a workflow names it): its server and its own name."""
 
     __slots__ = ()

@@ -10,7 +10,7 @@ holds the two to the same answers). Stdlib only, no regular expression.
 
 from __future__ import annotations
 
-from collections import namedtuple
+from ..records import Record
 
 RULE_TOOL = "Bash"
 _OPEN = RULE_TOOL + "("
@@ -20,7 +20,7 @@ _OPEN = RULE_TOOL + "("
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@%+,=^~!?[]{}# ")
 
 
-class ShellRule(namedtuple("ShellRule", "words prefix raw")):
+class ShellRule(Record, fields="words prefix raw"):
     """A shell-command rule: its words as the shell splits them, whether it is a prefix rule, and the trigger."""
 
     __slots__ = ()

@@ -11,8 +11,8 @@ transaction, so two recorders queue and neither loses the other's record. Stdlib
 from __future__ import annotations
 
 import time
-from collections import namedtuple
 
+from ..records import Record
 from ..state import audit
 from ..state.acting import ACTING
 from ..state.database import Database
@@ -28,7 +28,7 @@ MAX_RESULT_CHARS = 200
 FORGET_AFTER_SECONDS = 7 * 86400.0
 
 
-class Completion(namedtuple("Completion", "workflow step tool result at server how", defaults=(None, OBSERVED))):
+class Completion(Record, fields="workflow step tool result at server how", defaults=(None, OBSERVED)):
     """One prerequisite recorded in a session."""
 
     __slots__ = ()
@@ -42,7 +42,7 @@ class Completion(namedtuple("Completion", "workflow step tool result at server h
     how: str  # = OBSERVED; observed | reported
 
 
-class SessionInfo(namedtuple("SessionInfo", "session_id started_at expires_at")):
+class SessionInfo(Record, fields="session_id started_at expires_at"):
     __slots__ = ()
     session_id: str
     started_at: float

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections import namedtuple
 
 from ..errors import Diagnostic, did_you_mean
 from ..files import Unreadable, read_bytes
+from ..records import Record
 from .rules import ShellRule, is_rule, plain_rule
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
@@ -43,11 +43,12 @@ MAX_FILE_BYTES = 1_000_000
 TOOL_CACHE = ".opencode/agent-skill-tools.json"
 
 
-# Records here are collections.namedtuple subclasses and plain classes: the hook reads this module on every tool
-# call. Not dataclasses (importing them pulls in inspect, a third of a bare Python start), nor typing.NamedTuple,
-# which compiles every field's annotation into a ForwardRef (about 0.1 ms a field, 10 ms over the hook's records).
-# The annotations in each body are for readers; the fields and their defaults are the namedtuple's.
-class Prerequisite(namedtuple("Prerequisite", "step tool description required params arguments", defaults=({},))):
+# Records here are records.Record subclasses and plain classes: the hook reads this module on every tool call. Not
+# dataclasses (importing them pulls in inspect, a third of a bare Python start), nor typing.NamedTuple, which
+# compiles every field's annotation into a ForwardRef (about 0.1 ms a field, 10 ms over the hook's records), nor
+# collections.namedtuple, which compiles a __new__ for each class (0.1 ms a class; records.py).
+# The annotations in each body are for readers; the fields and their defaults are the `fields=` and `defaults=`.
+class Prerequisite(Record, fields="step tool description required params arguments", defaults=({},)):
     """One tool that must have run before the workflow's trigger tools may."""
 
     __slots__ = ()
@@ -61,7 +62,7 @@ class Prerequisite(namedtuple("Prerequisite", "step tool description required pa
     arguments: dict[str, Any]  # = {}; a shared default: never mutated
 
 
-class Approval(namedtuple("Approval", "expires prompt four_eyes", defaults=(False,))):
+class Approval(Record, fields="expires prompt four_eyes", defaults=(False,)):
     """A person's yes that each call the workflow triggers needs (`approval` in workflows.json)."""
 
     __slots__ = ()
@@ -72,11 +73,9 @@ class Approval(namedtuple("Approval", "expires prompt four_eyes", defaults=(Fals
 
 
 class Workflow(
-    namedtuple(
-        "Workflow",
-        ("name description mode enabled category tools keywords prerequisites source approval commands"),
-        defaults=(None, ()),
-    )
+    Record,
+    fields="name description mode enabled category tools keywords prerequisites source approval commands",
+    defaults=(None, ()),
 ):
     """One entry of workflows.json, read and checked; prerequisites in step order (none for a workflow whose gate is
     a person's approval alone)."""
@@ -137,7 +136,7 @@ class WorkflowSet:
         return any(path == name or path.startswith((f"{name}.", f"{name}[")) for name in self.workflows)
 
 
-class Source(namedtuple("Source", "path raw problems")):
+class Source(Record, fields="path raw problems"):
     """One file's bytes as read once: what is parsed is what is compared with the version a person trusted."""
 
     __slots__ = ()

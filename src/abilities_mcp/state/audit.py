@@ -23,8 +23,8 @@ import json
 import os
 import sys
 import time
-from collections import namedtuple
 
+from ..records import Record
 from .acting import ACTING
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call.
@@ -48,9 +48,7 @@ PRUNE_EVERY = 500
 _COLUMNS = "id, " + ", ".join(FIELDS) + ", prev, hash"
 
 
-class Entry(
-    namedtuple("Entry", ("id at kind session_id client tool verdict rule reason actor channel detail prev hash"))
-):
+class Entry(Record, fields="id at kind session_id client tool verdict rule reason actor channel detail prev hash"):
     """One entry of the trail as stored."""
 
     __slots__ = ()
@@ -77,7 +75,7 @@ class Entry(
         return out
 
 
-class Broken(namedtuple("Broken", "entry at problem")):
+class Broken(Record, fields="entry at problem"):
     """The first entry where the chain does not hold, and what is wrong with it."""
 
     __slots__ = ()

@@ -7,10 +7,11 @@ the advisory lock the process holds for its life (replicas.py), what says whethe
 from __future__ import annotations
 
 import os
-from collections import namedtuple
+
+from ..records import Record
 
 
-class Owner(namedtuple("Owner", "pid start replica host", defaults=(None, None))):
+class Owner(Record, fields="pid start replica host", defaults=(None, None)):
     """Who drives a run, as its row records it (runs.owner_pid, owner_start, owner_replica, owner_host)."""
 
     __slots__ = ()

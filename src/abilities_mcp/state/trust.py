@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections import namedtuple
 
 from ..files import inside
+from ..records import Record as _Record
 
 # typing's TYPE_CHECKING without importing typing: the hook would pay milliseconds for it on every call (pathlib too:
 # paths here are text, joined with os.path).
@@ -57,7 +57,7 @@ def new_note(what: str) -> str:
     )
 
 
-class Record(namedtuple("Record", "sha256 at how origin")):
+class Record(_Record, fields="sha256 at how origin"):
     """One trusted file: the hash of the content trusted, when, by which command (trust, init), from where."""
 
     __slots__ = ()
