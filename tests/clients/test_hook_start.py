@@ -1,6 +1,7 @@
 """What keeps the hook's start small, held as structure (never timed here; benchmarks/hook_latency.py times it): a
-decision loads only the modules it needs (no pathlib: its paths are text), its records are plain namedtuples, and
-the command ends once its answer is out, its writes already committed."""
+decision loads only the modules it needs (no pathlib: its paths are text), its records are records.Record subclasses
+(not namedtuples, whose classes cost six times as much to define), and the command ends once its answer is out, its
+writes already committed."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from abilities_mcp.records import Record
 from support import run_hook, state_db
 
 SESSION = "2f7c0a1e-claude-session"
@@ -43,8 +45,8 @@ UNNEEDED_FOR_A_STEP_DENY = (
     "abilities_mcp.prerequisites.in_force",
     "pathlib",
 )
-# The hook's records: collections.namedtuple subclasses whose annotations document their fields (workflows.py says
-# why not typing.NamedTuple).
+# The hook's records: records.Record subclasses whose annotations document their fields (workflows.py says why not
+# typing.NamedTuple nor collections.namedtuple).
 RECORDS = {
     "abilities_mcp.clients.hook": ("Caller",),
     "abilities_mcp.clients.payloads": ("Call",),
@@ -180,12 +182,41 @@ def test_a_strict_runs_step_refuses_bash_without_reading_workflows_json(root) ->
 
 
 @pytest.mark.parametrize(
+    ("event", "payload"),
+    [
+        ("PreToolUse", {"tool_name": "mcp__db__execute_query"}),
+        ("PostToolUse", {"tool_name": "mcp__db__list_databases", "tool_response": {"rows": []}}),
+    ],
+    ids=["workflow-deny", "record"],
+)
+def test_a_deny_and_a_record_define_no_namedtuple_of_their_own(root, event, payload) -> None:
+    # collections.namedtuple compiles a __new__ per class (records.py): the package's records must not call it.
+    use_database_workflow(root)
+    code = (
+        "import collections, io, json, sys; made = []; real = collections.namedtuple\n"
+        "def counted(name, *a, **k):\n"
+        "    made.append([name, sys._getframe(1).f_globals.get('__name__')]); return real(name, *a, **k)\n"
+        "collections.namedtuple = counted; from abilities_mcp.__main__ import main\n"
+        "sys.stdin = io.StringIO(sys.argv[1]); code = main(['hook', 'claude', sys.argv[2]])\n"
+        "sys.stderr.write(json.dumps([code, [m for m in made if m[1].startswith('abilities_mcp')]]))"
+    )
+    call = {"session_id": SESSION, "cwd": str(root), **payload}
+
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(call), event], capture_output=True, text=True, timeout=HOOK_TIMEOUT
+    )
+
+    assert json.loads(done.stderr) == [0, []]
+
+
+@pytest.mark.parametrize(
     ("module", "name"), [(m, n) for m, names in RECORDS.items() for n in names], ids=lambda v: str(v).split(".")[-1]
 )
-def test_each_record_is_a_namedtuple_whose_annotations_are_its_fields(module, name) -> None:
+def test_each_record_is_a_record_whose_annotations_are_its_fields(module, name) -> None:
     record = getattr(importlib.import_module(module), name)
 
-    assert issubclass(record, tuple) and record.__slots__ == ()  # no instance dict: a tuple, as before
+    assert issubclass(record, Record) and record.__slots__ == ()  # no instance dict: a tuple, as before
+    assert record.__new__ is Record.__new__ and record._make.__func__ is Record._make.__func__  # no namedtuple's
     assert tuple(record.__annotations__) == record._fields
 
 
