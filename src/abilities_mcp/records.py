@@ -1,4 +1,4 @@
-"""Record, a tuple with named fields that behaves as collections.namedtuple's but costs a tenth as much to define,
+"""Record, a tuple with named fields that behaves as collections.namedtuple's but costs a sixth as much to define,
 since the hook defines its records on every tool call."""
 
 from __future__ import annotations
