@@ -83,16 +83,21 @@ def _bind(cls: type[Record], args: tuple, kwargs: dict[str, object]) -> tuple:
     fields, defaults, name = cls._fields, cls._field_defaults, cls.__name__
     if len(args) > len(fields):
         raise TypeError(f"{name}() takes {len(fields)} positional arguments but {len(args)} were given")
-    for key in kwargs:
-        if key not in fields:
-            raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
-        if fields.index(key) < len(args):
-            raise TypeError(f"{name}() got multiple values for argument {key!r}")
-    values, missing = list(args), []
+    values, absent = list(args), []
     for field in fields[len(args) :]:
-        values.append(kwargs[field] if field in kwargs else defaults.get(field, missing))
-    absent = [field for field, value in zip(fields, values, strict=True) if value is missing]
+        if field in kwargs:
+            values.append(kwargs.pop(field))  # kwargs is this call's own dict
+        elif field in defaults:
+            values.append(defaults[field])
+        else:
+            absent.append(field)
+    for key in kwargs:  # what is left was given twice or is no field
+        raise TypeError(f"{name}() got {_twice_or_unknown(key, fields)} {key!r}")
     if absent:
         listed = " and ".join(", ".join(repr(f) for f in absent).rsplit(", ", 1))
         raise TypeError(f"{name}() missing {len(absent)} required argument{'s' * (len(absent) > 1)}: {listed}")
     return tuple(values)
+
+
+def _twice_or_unknown(key: str, fields: tuple[str, ...]) -> str:
+    return "multiple values for argument" if key in fields else "an unexpected keyword argument"
