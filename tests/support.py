@@ -437,3 +437,36 @@ def trust_project(project: Project) -> list[str]:
     found = changes(project)
     trust_all(project, found, "test", "the test's author")
     return [c.key for c in found]
+
+
+def start_strict_run(state_db: Path, *, session: str, run_id: str) -> None:
+    """A strict run owned by this (live) test process, its script step running: a hook's step gate refuses the
+    session's other calls."""
+    from abilities_mcp.state.owners import process_start
+    from abilities_mcp.state.store import StepRecord
+
+    now = time.time()
+    store = Store(state_db)
+    try:
+        store.create_run(
+            RunRecord(
+                run_id=run_id,
+                ability="release",
+                session_id=session,
+                status="running",
+                enforcement="strict",
+                definition={"description": "release", "steps": [{"id": "build", "type": "script", "run": "make"}]},
+                source_path=None,
+                inputs={},
+                parent_run=None,
+                error=None,
+                owner_pid=os.getpid(),
+                owner_start=process_start(os.getpid()),
+                started_at=now,
+                finished_at=None,
+                updated_at=now,
+                steps=[StepRecord("build", 0, "script", status="running")],
+            )
+        )
+    finally:
+        store.close()

@@ -10,13 +10,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from abilities_mcp.records import Record
-from support import run_hook, state_db
+from support import run_hook, start_strict_run, state_db
 
 SESSION = "2f7c0a1e-claude-session"
 HOOK_TIMEOUT = 60
@@ -67,6 +66,23 @@ RECORDS = {
 }
 
 
+def loaded(event: str, payload: dict, watched: tuple[str, ...]) -> tuple[str, list]:
+    """Run the hook for `event` in a fresh interpreter: its answer on stdout, and [exit code, which of `watched` it
+    imported]."""
+    code = (
+        "import io, json, sys; from abilities_mcp.__main__ import main; "
+        "sys.stdin = io.StringIO(sys.argv[1]); code = main(['hook', 'claude', sys.argv[3]]); "
+        "sys.stderr.write(json.dumps([code, [m for m in sys.modules if m in sys.argv[2].split()]]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(payload), " ".join(watched), event],
+        capture_output=True,
+        text=True,
+        timeout=HOOK_TIMEOUT,
+    )
+    return done.stdout, json.loads(done.stderr)
+
+
 def use_database_workflow(root: Path) -> None:
     from abilities_mcp.prerequisites.templates import TEMPLATES
 
@@ -79,22 +95,12 @@ def test_an_allowed_read_loads_no_session_records_no_audit_trail_and_no_client_c
     use_database_workflow(root)
     denied = run_hook(root, "claude", "PreToolUse", {"session_id": SESSION, "tool_name": "mcp__db__execute_query"})
     assert '"permissionDecision": "deny"' in denied.stdout and state_db(root).exists()  # a state file to read
-    code = (
-        "import io, json, sys; from abilities_mcp.__main__ import main; "
-        "sys.stdin = io.StringIO(sys.argv[1]); code = main(['hook', 'claude', 'PreToolUse']); "
-        "sys.stderr.write(json.dumps([code, [m for m in sys.modules if m in sys.argv[2].split()]]))"
-    )
     payload = {"session_id": SESSION, "tool_name": "Read", "tool_input": {"file_path": "x"}, "cwd": str(root)}
 
-    done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(payload), " ".join(UNNEEDED_FOR_A_READ)],
-        capture_output=True,
-        text=True,
-        timeout=HOOK_TIMEOUT,
-    )
+    answer, imported = loaded("PreToolUse", payload, UNNEEDED_FOR_A_READ)
 
-    assert done.stdout == ""  # allowed, nothing to say
-    assert json.loads(done.stderr) == [0, []]
+    assert answer == ""  # allowed, nothing to say
+    assert imported == [0, []]
 
 
 @pytest.mark.parametrize(
@@ -111,74 +117,23 @@ def test_a_deny_and_a_record_load_no_typing_no_contextlib_and_no_command_parser(
     (root / "workflows.json").write_text(
         json.dumps({**json.loads((root / "workflows.json").read_text()), "push": rules})
     )
-    code = (
-        "import io, json, sys; from abilities_mcp.__main__ import main; "
-        "sys.stdin = io.StringIO(sys.argv[1]); code = main(['hook', 'claude', sys.argv[3]]); "
-        "sys.stderr.write(json.dumps([code, [m for m in sys.modules if m in sys.argv[2].split()]]))"
-    )
     call = {"session_id": SESSION, "cwd": str(root), **payload}
 
-    done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(call), " ".join(UNNEEDED_FOR_ANY), event],
-        capture_output=True,
-        text=True,
-        timeout=HOOK_TIMEOUT,
-    )
+    said, imported = loaded(event, call, UNNEEDED_FOR_ANY)
 
-    assert answer in done.stdout and (answer or done.stdout == "")
-    assert json.loads(done.stderr) == [0, []]
+    assert answer in said and (answer or said == "")
+    assert imported == [0, []]
 
 
 def test_a_strict_runs_step_refuses_bash_without_reading_workflows_json(root) -> None:
-    from abilities_mcp.state.owners import process_start
-    from abilities_mcp.state.store import RunRecord, StepRecord, Store
-
     use_database_workflow(root)
-    now, steps = time.time(), [StepRecord("build", 0, "script", status="running"), StepRecord("ship", 1, "script")]
-    definition = [
-        {"id": "build", "type": "script", "run": "make"},
-        {"id": "ship", "type": "script", "run": "make ship"},
-    ]
-    store = Store(state_db(root))
-    try:  # a strict run owned by this (live) process, at a running script step of the session
-        store.create_run(
-            RunRecord(
-                run_id="run_live",
-                ability="release",
-                session_id=SESSION,
-                status="running",
-                enforcement="strict",
-                definition={"description": "Build and ship", "steps": definition},
-                source_path=None,
-                inputs={},
-                parent_run=None,
-                error=None,
-                owner_pid=os.getpid(),
-                owner_start=process_start(os.getpid()),
-                started_at=now,
-                finished_at=None,
-                updated_at=now,
-                steps=steps,
-            )
-        )
-    finally:
-        store.close()
-    code = (
-        "import io, json, sys; from abilities_mcp.__main__ import main; "
-        "sys.stdin = io.StringIO(sys.argv[1]); code = main(['hook', 'claude', 'PreToolUse']); "
-        "sys.stderr.write(json.dumps([code, [m for m in sys.modules if m in sys.argv[2].split()]]))"
-    )
+    start_strict_run(state_db(root), session=SESSION, run_id="run_live")
     payload = {"session_id": SESSION, "tool_name": "Bash", "tool_input": {"command": "ls"}, "cwd": str(root)}
 
-    done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(payload), " ".join(UNNEEDED_FOR_A_STEP_DENY)],
-        capture_output=True,
-        text=True,
-        timeout=HOOK_TIMEOUT,
-    )
+    answer, imported = loaded("PreToolUse", payload, UNNEEDED_FOR_A_STEP_DENY)
 
-    assert '"permissionDecision": "deny"' in done.stdout and "run_live" in done.stdout, done.stdout
-    assert json.loads(done.stderr) == [0, []]
+    assert '"permissionDecision": "deny"' in answer and "run_live" in answer, answer
+    assert imported == [0, []]
 
 
 @pytest.mark.parametrize(

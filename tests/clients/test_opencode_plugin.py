@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from abilities_mcp.prerequisites.sessions import SessionState
-from abilities_mcp.state.owners import process_start
-from abilities_mcp.state.store import RunRecord, StepRecord, Store
-from support import REPO, state_db
+from abilities_mcp.state.store import Store
+from support import REPO, start_strict_run, state_db
 
 pytestmark = pytest.mark.skipif(
     shutil.which("node") is None, reason="node is not on PATH: the OpenCode plugin is JavaScript and needs it to run"
@@ -204,35 +201,6 @@ def test_a_strict_run_at_a_running_script_step_blocks_bash_but_not_read_in_its_s
     assert "bash is not allowed now" in blocked["error"] and "run_live" in blocked["error"]
     assert read == {"tool": "read", "threw": False, "output": "ok"}
     assert elsewhere == {"tool": "bash", "threw": False, "output": "ok"}
-
-
-def start_strict_run(state_db: Path, *, session: str, run_id: str) -> None:
-    """A strict run owned by this (live) test process, its script step running."""
-    now = time.time()
-    store = Store(state_db)
-    try:
-        store.create_run(
-            RunRecord(
-                run_id=run_id,
-                ability="release",
-                session_id=session,
-                status="running",
-                enforcement="strict",
-                definition={"description": "release", "steps": [{"id": "build", "type": "script", "run": "make"}]},
-                source_path=None,
-                inputs={},
-                parent_run=None,
-                error=None,
-                owner_pid=os.getpid(),
-                owner_start=process_start(os.getpid()),
-                started_at=now,
-                finished_at=None,
-                updated_at=now,
-                steps=[StepRecord("build", 0, "script", status="running")],
-            )
-        )
-    finally:
-        store.close()
 
 
 def test_opencode_started_in_a_subfolder_still_gates_with_the_projects_files(
