@@ -271,11 +271,11 @@ def test_a_project_resolved_from_text_is_the_one_path_would_resolve(tmp_path, mo
         assert project.workflows_json == str(project.workflows_file) == str(real / "workflows.json")
 
 
-def test_the_state_opens_the_same_from_text_and_from_a_path_and_refuses_a_url_of_another_engine(tmp_path) -> None:
+def test_the_state_opens_the_same_from_text_and_from_a_path_and_refuses_any_location_but_postgresql(tmp_path) -> None:
     from abilities_mcp.state.database import Database
     from abilities_mcp.state.schema import StateFileError
 
-    text = Database(str(tmp_path / "state" / "state.db"))
+    text = Database(str(tmp_path / "state" / "state.db"), url=False)
     text.db.execute("CREATE TABLE mark (x)")
     text.close()
     path = Database(tmp_path / "state" / "state.db")
@@ -283,6 +283,10 @@ def test_the_state_opens_the_same_from_text_and_from_a_path_and_refuses_a_url_of
     assert path.db.execute("SELECT name FROM sqlite_master WHERE name='mark'").fetchone() is not None
     assert path.folder == tmp_path / "state"
     path.close()
-    with pytest.raises(StateFileError, match="postgresql://USER@HOST"):
-        Database("sqlite:///" + str(tmp_path / "other.db"))
+    for elsewhere in ("sqlite:///" + str(tmp_path / "other.db"), str(tmp_path / "other.db")):  # as $ABILITIES_STATE
+        project = Project(tmp_path, tmp_path / "state", state_url=elsewhere)
+        with pytest.raises(StateFileError, match="postgresql://USER@HOST"):
+            Database.open(project)
+        with pytest.raises(StateFileError, match="postgresql://USER@HOST"):
+            Database(project.state_location)
     assert not (tmp_path / "other.db").exists()

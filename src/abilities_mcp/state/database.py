@@ -64,9 +64,12 @@ class Database:
         accept_newer: bool = False,
         busy_ms: int = BUSY_TIMEOUT_MS,
         folder: str | Path | None = None,
+        *,
+        url: bool | None = None,
     ):
-        """`location`: the SQLite file's path (a Path, or text), or a postgresql:// URL (text with a scheme: any other
-        scheme is refused, see is_url).
+        """`location`: the SQLite file's path, or a postgresql:// URL (a `str`, unless `url` is False: anything but
+        a PostgreSQL URL in a `str` is refused). `url`: False for a SQLite path given as text (Database.open: the
+        hook imports no pathlib), True for a URL; by default a `str` is a URL and a Path the file.
         `folder`: the local folder for what stays on this machine's disk whatever the engine (the running steps'
         spools, state/spool.py): by default the SQLite file's folder; Database.open gives the project's state folder.
         `accept_newer`: read a database a newer version wrote as far as this one understands it (the hook, which a
@@ -79,9 +82,9 @@ class Database:
         self.busy_ms = busy_ms
         self._folder = folder
         self._ownership: Any = None  # on PostgreSQL, this replica's lock once `owner` took it (replicas.py)
-        self.postgres = is_url(location)
+        self.postgres = isinstance(location, str) if url is None else url
         if self.postgres:
-            self.path, self.location = None, check_location(location)
+            self.path, self.location = None, check_location(str(location))
             self._open_postgres()
             return
         path = self.location = self.path = location
@@ -107,7 +110,8 @@ class Database:
     @classmethod
     def open(cls: type[D], project: Any, **options: Any) -> D:
         """The project's state database, wherever it lives (Project.state_location): what every caller opens."""
-        return cls(project.state_url or project.state_file, folder=project.state_folder, **options)
+        url = project.state_url
+        return cls(url or project.state_file, folder=project.state_folder, url=bool(url), **options)
 
     @property
     def folder(self) -> Path:
@@ -309,12 +313,6 @@ class _Transaction:
             self.database.db.execute("ROLLBACK" if self.write and kind is not None else "COMMIT")
 
 
-def is_url(location: str | Path) -> bool:
-    """Whether a state location is a database's URL rather than a file's path: text with a scheme. A path never
-    holds `://` (its folders' names are resolved, and `//` inside one collapses), so no file is taken for a URL."""
-    return isinstance(location, str) and "://" in location
-
-
 def check_location(location: str) -> str:
     """A state location given as text must be a PostgreSQL URL; the error names the accepted forms."""
     if location.startswith(POSTGRES_SCHEMES):
@@ -361,7 +359,7 @@ def open_state(path: str | Path, factory: Callable[[Any], D]) -> tuple[D, str | 
     a damaged file is judged before a byte of it changes. StateFileError (a folder, no write permission, a
     PostgreSQL database that cannot be reached) is left to the caller: those a person fixes. A PostgreSQL location
     is opened as it is: nothing there is this program's to move aside."""
-    if is_url(path):
+    if isinstance(path, str):
         return factory(path), None
     from .project import as_path
 
