@@ -60,6 +60,15 @@ def hold_lock_elsewhere(url: str, store: Store, key: int) -> psycopg.Connection:
     return conn
 
 
+def wait_for_backend_exit(url: str, pid: int, timeout: float = 10.0) -> None:
+    """A closed connection's backend lets go of its locks as it exits, a moment after the client has hung up."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as admin:
+        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+            assert time.monotonic() < deadline, f"backend {pid} still running {timeout}s after its client closed"
+            admin.execute("SELECT pg_sleep(0.01)")
+
+
 def test_two_replicas_on_one_schema_see_each_other_alive_and_neither_takes_the_others_runs(stores) -> None:
     one, two = stores(), stores()
     first, second = one.owner(), two.owner()
@@ -78,10 +87,12 @@ def test_an_owner_on_another_host_counts_alive_while_its_lock_is_held_whatever_i
     elsewhere = Owner(ELSEWHERE_PID, 12345, 424242, "another-host:1")
     store.create_run(a_run("far", elsewhere))
     lock = hold_lock_elsewhere(postgres_url, store, elsewhere.replica)
+    backend = lock.info.backend_pid
     try:
         assert store.owner_alive(elsewhere) and store.orphaned_runs() == []
     finally:
         lock.close()  # that replica dies: PostgreSQL releases its lock with its connection
+    wait_for_backend_exit(postgres_url, backend)
     assert [r.run_id for r in store.orphaned_runs()] == ["far"]
 
 
@@ -91,6 +102,7 @@ def test_a_replica_whose_lock_connection_is_cut_writes_nothing_until_it_takes_a_
     store.create_run(a_run("mine", owner))
     with psycopg.connect(postgres_url, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (store.db.fence.pid,))
+    wait_for_backend_exit(postgres_url, store.db.fence.pid)
 
     assert not store.owner_held()
     with pytest.raises(NotOwner, match="lost its lock"):
