@@ -15,6 +15,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -111,3 +112,15 @@ def start_cluster() -> Cluster:
             pytest.fail(f"{REQUIRE_ENV}=1 but {reason}")
         pytest.skip(reason)
     return Cluster()
+
+
+def wait_for_backend_exit(url: str, pid: int, timeout: float = 10.0) -> None:
+    """Wait until backend `pid` has left: a closed connection's backend lets go of its locks as it exits, a moment
+    after its client has hung up (and after pg_terminate_backend has returned)."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as admin:
+        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+            assert time.monotonic() < deadline, f"backend {pid} still running {timeout} s after its client left"
+            admin.execute("SELECT pg_sleep(0.01)")

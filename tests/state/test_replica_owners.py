@@ -11,6 +11,7 @@ import pytest
 from abilities_mcp.state.owners import Owner
 from abilities_mcp.state.replicas import NotOwner, lock_space
 from abilities_mcp.state.store import RunRecord, StepRecord, Store
+from postgres_support import wait_for_backend_exit
 
 # A pid no process here has (above the kernel's pid_max): the owner of a run on another host.
 ELSEWHERE_PID = 2**23 + 1
@@ -58,15 +59,6 @@ def hold_lock_elsewhere(url: str, store: Store, key: int) -> psycopg.Connection:
     conn = psycopg.connect(url, autocommit=True)
     conn.execute("SELECT pg_advisory_lock(%s, %s)", (lock_space(store.db.database, store.db.schema), key))
     return conn
-
-
-def wait_for_backend_exit(url: str, pid: int, timeout: float = 10.0) -> None:
-    """A closed connection's backend lets go of its locks as it exits, a moment after the client has hung up."""
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(url, autocommit=True) as admin:
-        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
-            assert time.monotonic() < deadline, f"backend {pid} still running {timeout}s after its client closed"
-            admin.execute("SELECT pg_sleep(0.01)")
 
 
 def test_two_replicas_on_one_schema_see_each_other_alive_and_neither_takes_the_others_runs(stores) -> None:

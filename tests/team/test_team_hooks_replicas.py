@@ -13,6 +13,7 @@ from abilities_mcp.cli.team_hooks import hook_endpoint
 from abilities_mcp.state.project import Project
 from abilities_mcp.state.replicas import lock_space
 from abilities_mcp.state.store import Store
+from postgres_support import wait_for_backend_exit
 from support import trust_project
 from team_support import team_client, team_server
 
@@ -37,6 +38,7 @@ async def test_a_run_owned_on_another_host_gates_the_callers_bash_while_its_repl
             with closing(Store(postgres_url)) as store, psycopg.connect(postgres_url, autocommit=True) as elsewhere:
                 space = lock_space(store.db.database, store.db.schema)
                 elsewhere.execute("SELECT pg_advisory_lock(%s, %s)", (space, ELSEWHERE_REPLICA))
+                backend = elsewhere.info.backend_pid
                 # the run moved to a replica on another machine (as a take-over writes it)
                 store.db.execute(
                     "UPDATE runs SET owner_pid=?, owner_start=?, owner_replica=?, owner_host=? WHERE run_id=?",
@@ -44,4 +46,5 @@ async def test_a_run_owned_on_another_host_gates_the_callers_bash_while_its_repl
                 )
                 assert decision(await ask(origin, "alice_token", "PreToolUse", bash("s1"))) == "deny"
             # that replica is gone (its lock with its connection): the run's owner is dead, its gate no longer holds
+            wait_for_backend_exit(postgres_url, backend)
             assert decision(await ask(origin, "alice_token", "PreToolUse", bash("s1"))) == "allow"
