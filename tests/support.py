@@ -439,34 +439,45 @@ def trust_project(project: Project) -> list[str]:
     return [c.key for c in found]
 
 
+def run_record(run_id: str, step: str = "build", *, step_status: str = "pending", **fields: Any) -> RunRecord:
+    """A strict run of `deploy` with one script step, started now by nobody in particular; `fields` set the rest."""
+    from abilities_mcp.state.store import StepRecord
+
+    now = time.time()
+    values: dict[str, Any] = {
+        "run_id": run_id,
+        "ability": "deploy",
+        "session_id": "s1",
+        "status": "running",
+        "enforcement": "strict",
+        "definition": {"description": "deploy", "steps": [{"id": step, "type": "script", "run": "true"}]},
+        "source_path": None,
+        "inputs": {},
+        "parent_run": None,
+        "error": None,
+        "owner_pid": None,
+        "owner_start": None,
+        "started_at": now,
+        "finished_at": None,
+        "updated_at": now,
+        "steps": [StepRecord(step, 0, "script", status=step_status)],
+    }
+    return RunRecord(**{**values, **fields})
+
+
+def write_run(state: Path | str, record: RunRecord) -> None:
+    """Write `record` straight into the state at `state` (a SQLite file or a postgresql:// URL)."""
+    store = Store(state)
+    try:
+        store.create_run(record)
+    finally:
+        store.close()
+
+
 def start_strict_run(state_db: Path, *, session: str, run_id: str) -> None:
     """A strict run owned by this (live) test process, its script step running: a hook's step gate refuses the
     session's other calls."""
     from abilities_mcp.state.owners import process_start
-    from abilities_mcp.state.store import StepRecord
 
-    now = time.time()
-    store = Store(state_db)
-    try:
-        store.create_run(
-            RunRecord(
-                run_id=run_id,
-                ability="release",
-                session_id=session,
-                status="running",
-                enforcement="strict",
-                definition={"description": "release", "steps": [{"id": "build", "type": "script", "run": "make"}]},
-                source_path=None,
-                inputs={},
-                parent_run=None,
-                error=None,
-                owner_pid=os.getpid(),
-                owner_start=process_start(os.getpid()),
-                started_at=now,
-                finished_at=None,
-                updated_at=now,
-                steps=[StepRecord("build", 0, "script", status="running")],
-            )
-        )
-    finally:
-        store.close()
+    owner = {"owner_pid": os.getpid(), "owner_start": process_start(os.getpid())}
+    write_run(state_db, run_record(run_id, session_id=session, step_status="running", **owner))

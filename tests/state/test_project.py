@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from abilities_mcp.state.project import Project, default_state_dir, state_slug
-from abilities_mcp.state.store import RunRecord, StepRecord, Store
+from support import run_record, write_run
 
 # How long one CLI process may take in a test before it counts as hung (a bound, not a speed check).
 CLI_TIMEOUT = 60
@@ -33,31 +33,7 @@ def cli(root: Path, *args: str, env: dict[str, str] | None = None, stdin: str = 
 
 def plant_run(state_db: Path, run_id: str) -> None:
     """A finished run, written straight into a state file."""
-    now = time.time()
-    store = Store(state_db)
-    try:
-        store.create_run(
-            RunRecord(
-                run_id=run_id,
-                ability="deploy",
-                session_id="s1",
-                status="completed",
-                enforcement="strict",
-                definition={"description": "deploy", "steps": [{"id": "ship", "type": "script", "run": "true"}]},
-                source_path=None,
-                inputs={},
-                parent_run=None,
-                error=None,
-                owner_pid=None,
-                owner_start=None,
-                started_at=now,
-                finished_at=now,
-                updated_at=now,
-                steps=[StepRecord("ship", 0, "script", status="completed")],
-            )
-        )
-    finally:
-        store.close()
+    write_run(state_db, run_record(run_id, status="completed", step_status="completed", finished_at=time.time()))
 
 
 def test_the_state_file_lives_in_the_user_s_state_home_outside_the_project(root: Path, tmp_path: Path) -> None:

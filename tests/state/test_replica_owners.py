@@ -3,41 +3,26 @@ lock is held, wherever it runs; one that lost its lock writes nothing; one orpha
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 
 from abilities_mcp.state.owners import Owner
 from abilities_mcp.state.replicas import NotOwner, lock_space
-from abilities_mcp.state.store import RunRecord, StepRecord, Store
+from abilities_mcp.state.store import RunRecord, Store
 from postgres_support import wait_for_backend_exit
+from support import run_record
 
 # A pid no process here has (above the kernel's pid_max): the owner of a run on another host.
 ELSEWHERE_PID = 2**23 + 1
 
 
 def a_run(run_id: str, owner: Owner) -> RunRecord:
-    now = time.time()
-    return RunRecord(
-        run_id=run_id,
-        ability="deploy",
-        session_id="s",
-        status="running",
-        enforcement="strict",
-        definition={"description": "d", "steps": [{"id": "one"}]},
-        source_path="abilities/deploy.yaml",
-        inputs={},
-        parent_run=None,
-        error=None,
+    return run_record(
+        run_id,
         owner_pid=owner.pid,
         owner_start=owner.start,
         owner_replica=owner.replica,
         owner_host=owner.host,
-        started_at=now,
-        finished_at=None,
-        updated_at=now,
-        steps=[StepRecord("one", 0, "script")],
     )
 
 
